@@ -1,0 +1,67 @@
+package idem
+
+import (
+	"net/http"
+	"strings"
+	"time"
+)
+
+// maxRetryAfterSeconds is where ParseRetryAfter saturates: 2^31 seconds (about 68
+// years), the value RFC 9111 §1.2.2 prescribes for a delta-seconds too large to
+// represent. As a Duration it leaves room to add jitter without overflowing.
+const maxRetryAfterSeconds = 1 << 31
+
+// maxRetryAfter is maxRetryAfterSeconds as a Duration.
+const maxRetryAfter = maxRetryAfterSeconds * time.Second
+
+// ParseRetryAfter parses a Retry-After header value (RFC 9110 §10.2.3) and returns
+// the wait it asks for, relative to now, and true; or 0 and false when the value is
+// malformed.
+//
+// The value is either delta-seconds (one or more ASCII digits; leading zeros are
+// allowed) or an HTTP-date in any form http.ParseTime accepts (IMF-fixdate, RFC 850,
+// asctime). Spaces and tabs around it (OWS) are ignored. A date at or before now
+// gives 0 and true. Signs, fractions, exponents, empty or blank values and anything
+// else are rejected.
+//
+// The result is never negative and never more than 2^31 seconds (about 68 years):
+// a larger delta-seconds, however many digits it has, or a date further ahead,
+// saturates there, as RFC 9111 §1.2.2 prescribes for delta-seconds, rather than
+// overflowing. Callers cap it further (the Transport by WithMaxRetryAfter).
+func ParseRetryAfter(value string, now time.Time) (time.Duration, bool) {
+	value = strings.Trim(value, " \t")
+	if value == "" {
+		return 0, false
+	}
+	if secs, ok := parseDeltaSeconds(value); ok {
+		return time.Duration(secs) * time.Second, true
+	}
+	t, err := http.ParseTime(value)
+	if err != nil {
+		return 0, false
+	}
+	d := t.Sub(now) // saturates at the Duration limits
+	if d <= 0 {
+		return 0, true
+	}
+	return min(d, maxRetryAfter), true
+}
+
+// parseDeltaSeconds parses s as one or more ASCII digits, saturating at
+// maxRetryAfterSeconds. It reports false if s is empty or holds anything else.
+func parseDeltaSeconds(s string) (int64, bool) {
+	if s == "" {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		if n < maxRetryAfterSeconds { // once saturated, only check the remaining digits
+			n = min(n*10+int64(c-'0'), maxRetryAfterSeconds)
+		}
+	}
+	return n, true
+}
