@@ -1,0 +1,58 @@
+package server
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+)
+
+// errBodyTooLarge reports a request body over the configured limit.
+var errBodyTooLarge = errors.New("idem/server: request body too large")
+
+// readBody reads the whole request body, at most max bytes. A declared
+// Content-Length over max fails before anything is read.
+func readBody(r *http.Request, max int64) ([]byte, error) {
+	if r.ContentLength > max {
+		return nil, errBodyTooLarge
+	}
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, nil
+	}
+	var buf []byte
+	if r.ContentLength >= 0 {
+		buf = make([]byte, 0, r.ContentLength+1) // +1: room to see EOF without growing
+	} else {
+		buf = make([]byte, 0, min(max+1, 512))
+	}
+	lr := io.LimitedReader{R: r.Body, N: max + 1}
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := lr.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > max {
+			return nil, errBodyTooLarge
+		}
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			var tooBig *http.MaxBytesError
+			if errors.As(err, &tooBig) {
+				return nil, errBodyTooLarge
+			}
+			return nil, err
+		}
+	}
+}
+
+// bodyReader is the fresh request body a protected handler reads: the bytes
+// the fingerprint was computed from.
+type bodyReader struct {
+	bytes.Reader
+}
+
+// Close does nothing.
+func (*bodyReader) Close() error { return nil }

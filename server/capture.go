@@ -1,0 +1,181 @@
+package server
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+)
+
+// ErrUnprotectable is returned to a protected handler that tries to hijack the
+// connection, directly or through http.ResponseController: a hijacked
+// connection cannot be recorded or replayed. The middleware then answers 500
+// (ProblemUnprotectable) and releases the key, whatever the handler writes.
+var ErrUnprotectable = errors.New("idem/server: a protected handler cannot hijack the connection")
+
+// captureWriter is the http.ResponseWriter a protected handler writes to. It
+// buffers the status, the headers and up to max bytes of body, and sends
+// nothing until the middleware has the store's answer, so a response is never
+// half stored. Flush is a no-op (the response goes out whole, after it is
+// recorded). Hijack is refused (ErrUnprotectable). A body longer than max makes
+// the response unprotected: what was buffered is sent and the rest streams
+// through; it is not recorded and the key is released.
+type captureWriter struct {
+	rw     http.ResponseWriter
+	max    int64
+	header http.Header
+	status int // final status; 0 until WriteHeader or the first Write
+	body   []byte
+	// streaming: the body crossed max and the response now goes straight to rw.
+	streaming bool
+	// hijacked: the handler tried to hijack the connection and was refused.
+	hijacked bool
+}
+
+var (
+	_ http.ResponseWriter = (*captureWriter)(nil)
+	_ http.Flusher        = (*captureWriter)(nil)
+	_ http.Hijacker       = (*captureWriter)(nil)
+)
+
+// Header returns the handler's own header map; its entries are copied to the
+// real response when the response is sent.
+func (c *captureWriter) Header() http.Header {
+	if c.header == nil {
+		c.header = make(http.Header, 4)
+	}
+	return c.header
+}
+
+// WriteHeader records the final status. Informational (1xx) statuses are
+// dropped: nothing can be sent before the response is recorded. Like net/http,
+// it panics on a code outside 100..999 and ignores a second final status.
+func (c *captureWriter) WriteHeader(code int) {
+	if code < 100 || code > 999 {
+		panic(fmt.Sprintf("invalid WriteHeader code %v", code))
+	}
+	if c.status != 0 || code < 200 {
+		return
+	}
+	c.status = code
+}
+
+// Write buffers p (an implied 200 if no status was written).
+func (c *captureWriter) Write(p []byte) (int, error) {
+	if c.status == 0 {
+		c.status = http.StatusOK
+	}
+	if c.streaming {
+		return c.rw.Write(p)
+	}
+	if int64(len(c.body))+int64(len(p)) > c.max {
+		c.startStreaming()
+		return c.rw.Write(p)
+	}
+	c.body = append(c.body, p...)
+	return len(p), nil
+}
+
+// WriteString is Write for a string, without a conversion.
+func (c *captureWriter) WriteString(s string) (int, error) {
+	if c.status == 0 {
+		c.status = http.StatusOK
+	}
+	if c.streaming || int64(len(c.body))+int64(len(s)) > c.max {
+		if !c.streaming {
+			c.startStreaming()
+		}
+		return c.rw.Write([]byte(s))
+	}
+	c.body = append(c.body, s...)
+	return len(s), nil
+}
+
+// startStreaming gives up protection: it sends the status, the headers and
+// the buffered body, after which writes go straight to the client.
+func (c *captureWriter) startStreaming() {
+	c.streaming = true
+	copyHeader(c.rw.Header(), c.header)
+	c.rw.WriteHeader(c.status)
+	if len(c.body) > 0 {
+		_, _ = c.rw.Write(c.body)
+	}
+	c.body = nil
+}
+
+// Flush does nothing: the response is sent whole once it is recorded.
+func (c *captureWriter) Flush() {}
+
+// FlushError does nothing and reports success; http.ResponseController.Flush
+// calls it.
+func (c *captureWriter) FlushError() error { return nil }
+
+// Hijack refuses: a hijacked connection cannot be recorded or replayed.
+func (c *captureWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c.hijacked = true
+	return nil, nil, ErrUnprotectable
+}
+
+// Unwrap returns the real ResponseWriter, so that http.ResponseController
+// reaches its deadlines and full-duplex switches. Flush and Hijack stop here.
+func (c *captureWriter) Unwrap() http.ResponseWriter { return c.rw }
+
+// finalStatus is the status the handler's response has (200 when it wrote
+// nothing at all, as net/http would send).
+func (c *captureWriter) finalStatus() int {
+	if c.status == 0 {
+		return http.StatusOK
+	}
+	return c.status
+}
+
+// send writes the captured response to the client.
+func (c *captureWriter) send() {
+	copyHeader(c.rw.Header(), c.header)
+	c.rw.WriteHeader(c.finalStatus())
+	if len(c.body) > 0 {
+		_, _ = c.rw.Write(c.body)
+	}
+}
+
+// record returns the response as the store records it: the status, the
+// allow-listed headers (values copied, keys canonical) and the body, whose
+// buffer passes to the store.
+func (c *captureWriter) record(allowed map[string]bool) *Response {
+	var h http.Header
+	for k, v := range c.header {
+		ck := k
+		if !allowed[ck] {
+			if ck = http.CanonicalHeaderKey(k); !allowed[ck] {
+				continue
+			}
+		}
+		if h == nil {
+			h = make(http.Header, len(allowed))
+		}
+		h[ck] = append(h[ck], v...)
+	}
+	return &Response{Status: c.finalStatus(), Header: h, Body: c.body}
+}
+
+// copyHeader sets every field of src on dst, replacing what dst had.
+func copyHeader(dst, src http.Header) {
+	for k, v := range src {
+		dst[k] = slices.Clip(v)
+	}
+}
+
+// writeStored sends a stored response as a replay.
+func writeStored(w http.ResponseWriter, resp *Response) {
+	dst := w.Header()
+	for k, v := range resp.Header {
+		dst[k] = slices.Clip(v)
+	}
+	dst[HeaderReplayed] = []string{"true"}
+	w.WriteHeader(resp.Status)
+	if len(resp.Body) > 0 {
+		_, _ = w.Write(resp.Body)
+	}
+}

@@ -1,0 +1,66 @@
+// Package server is idem's companion server side: an http.Handler middleware
+// that makes POST and PATCH requests carrying an Idempotency-Key safe to
+// retry, over a pluggable Store (server/memstore, server/pgstore,
+// server/redisstore).
+//
+//	store := memstore.New()
+//	mux := http.NewServeMux()
+//	mux.Handle("POST /payments", server.Middleware(store,
+//		server.WithScope(server.BearerScope),
+//		server.WithFingerprint(server.CanonicalJSON),
+//	)(http.HandlerFunc(api.Create)))
+//
+// # What a protected request gets
+//
+// Requests whose method is not protected (WithMethods; POST and PATCH by
+// default) pass straight through, even if they carry a key. For the others:
+//
+//   - no Idempotency-Key, or a blank one: 400, ProblemMissingKey;
+//   - a key longer than 255 characters, not visible ASCII, a malformed
+//     Structured Field string, or several Idempotency-Key lines: 400,
+//     ProblemInvalidKey (see ParseKey: "abc" and abc are one key);
+//   - a scope function (WithScope) that fails: 401, ProblemUnauthenticated;
+//   - a body over the limit (WithMaxBodyBytes, 1 MiB): 413,
+//     ProblemBodyTooLarge; nothing is claimed or stored;
+//   - a new key: the handler runs once; its response is recorded, then sent;
+//   - a finished key with another fingerprint: 422, ProblemMismatch;
+//   - a key whose first request still runs: 409, ProblemInProgress, with
+//     Retry-After (or, with WithInProgressWait, a bounded wait and the replay);
+//   - a finished key with the same fingerprint: the stored status, allow-listed
+//     headers and body, byte for byte, plus Idempotent-Replayed: true;
+//   - the store unreachable before the handler ran: 503,
+//     ProblemStoreUnavailable, Retry-After; the handler never runs unprotected;
+//   - the handler ran but its response could not be recorded: 503,
+//     ProblemNotRecorded, Retry-After; the unrecorded response is not sent.
+//
+// Every problem answer is RFC 9457 application/problem+json with
+// Cache-Control: no-store; the type URIs are documented in docs/problems.md.
+//
+// # What the handler sees
+//
+// The fingerprint (ExactBody by default, or CanonicalJSON) is computed once,
+// before the handler runs, from the body bytes received; the handler reads a
+// fresh reader over the same bytes, so nothing it does to the request changes
+// what is recorded. It runs with the context the store gives it (which may
+// carry the store's transaction).
+//
+// Its response is captured: nothing is sent until the store has recorded it.
+// All headers the handler sets are sent on the first execution; only the
+// allow-listed ones (Content-Type, Location, ETag, plus WithStoredHeaders) are
+// recorded and replayed; Set-Cookie, Date and hop-by-hop headers never are.
+// Flush is a no-op: the response goes out whole. Hijack, directly or through
+// http.ResponseController, is refused with ErrUnprotectable and the request
+// is answered 500, ProblemUnprotectable. A response larger than
+// WithMaxResponseBytes streams through unprotected and is not recorded.
+//
+// The response is not recorded, and the key is released so that a retry runs
+// the handler again, when the handler answers 5xx, panics, is refused a hijack
+// or writes more than the response limit. A panic is recovered inside the
+// store's run (so the store releases its claim) and then raised again, with
+// the original value, once the store has returned: net/http (or an outer
+// recovery middleware) handles it as it would without idem, and the client
+// sees the connection aborted.
+//
+// A response the handler completed is recorded even if the client went away
+// meanwhile: the retry gets the replay.
+package server

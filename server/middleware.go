@@ -1,0 +1,275 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// storeRetryAfter is the Retry-After of a 503 answered because the store failed,
+// and of a 409 when the store does not know the remaining lease.
+const storeRetryAfter = time.Second
+
+// errStoreContract reports a Store whose Result contradicts the Store contract
+// (a run that was not called but reported executed, a replay without a
+// response, ...). The middleware answers 503 and sends nothing it cannot trust.
+var errStoreContract = errors.New("idem/server: the store broke the Store contract")
+
+// Middleware protects the requests of the configured methods (POST and PATCH
+// by default) with an Idempotency-Key, recording their responses in store.
+// See the package documentation for what each request gets. It panics when
+// store is nil or an option is impossible, and the returned function panics on
+// a nil handler.
+func Middleware(store Store, opts ...Option) func(http.Handler) http.Handler {
+	if store == nil {
+		panic("idem/server: Middleware: nil Store")
+	}
+	cfg := newConfig(opts)
+	return func(next http.Handler) http.Handler {
+		if next == nil {
+			panic("idem/server: Middleware: nil http.Handler")
+		}
+		return &protected{store: store, cfg: cfg, next: next}
+	}
+}
+
+// protected is a handler behind the middleware.
+type protected struct {
+	store Store
+	cfg   *config
+	next  http.Handler
+}
+
+func (p *protected) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !p.cfg.needsKey(r.Method) {
+		p.next.ServeHTTP(w, r)
+		return
+	}
+	ex := &exchange{p: p, w: w, r: r}
+	ex.serve()
+}
+
+// exchange is the state of one protected request.
+type exchange struct {
+	p    *protected
+	w    http.ResponseWriter
+	r    *http.Request
+	cw   captureWriter
+	body bodyReader
+	ev   OutcomeEvent
+
+	ran      bool // run was called
+	keep     bool // run said the response may be recorded
+	panicked bool
+	panicVal any
+}
+
+func (ex *exchange) serve() {
+	cfg, r := ex.p.cfg, ex.r
+	key, err := headerKey(r.Header, cfg.maxKeyLength)
+	if err != nil {
+		if errors.Is(err, ErrMissingKey) {
+			ex.problem(Problem{Type: ProblemMissingKey, Title: "Idempotency-Key required", Status: http.StatusBadRequest,
+				Detail: fmt.Sprintf("%s %s needs an Idempotency-Key header", r.Method, r.URL.Path)}, err)
+			return
+		}
+		ex.problem(Problem{Type: ProblemInvalidKey, Title: "Invalid Idempotency-Key", Status: http.StatusBadRequest,
+			Detail: detail(err)}, err)
+		return
+	}
+	ex.ev.Key = key
+
+	var scope string
+	if cfg.scope != nil {
+		if scope, err = cfg.scope(r); err != nil {
+			ex.problem(Problem{Type: ProblemUnauthenticated, Title: "No usable credentials", Status: http.StatusUnauthorized,
+				Detail: "the request's principal could not be established"}, err)
+			return
+		}
+	}
+
+	body, err := readBody(r, cfg.maxBodyBytes)
+	if err != nil {
+		if errors.Is(err, errBodyTooLarge) {
+			ex.problem(Problem{Type: ProblemBodyTooLarge, Title: "Request body too large", Status: http.StatusRequestEntityTooLarge,
+				Detail: fmt.Sprintf("the body of a request with an Idempotency-Key is limited to %d bytes", cfg.maxBodyBytes)}, err)
+			return
+		}
+		ex.problem(Problem{Type: ProblemBodyUnreadable, Title: "Request body unreadable", Status: http.StatusBadRequest,
+			Detail: "the request body could not be read"}, err)
+		return
+	}
+
+	req := Request{Scope: scope, Key: key, Fingerprint: cfg.fingerprint(r, body), TTL: cfg.ttl, LockTTL: cfg.lockTTL}
+	ex.body.Reset(body)
+	r.Body = &ex.body
+	r.ContentLength = int64(len(body))
+	ex.cw = captureWriter{rw: ex.w, max: cfg.maxResponseBytes}
+
+	run := RunFunc(ex.run)
+	res, err := ex.p.store.Do(r.Context(), req, run)
+	if err == nil && res.Outcome == OutcomeInProgress && !ex.ran && cfg.inProgressWait > 0 {
+		res, err = ex.waitInProgress(req, run)
+	}
+	ex.finish(res, err)
+}
+
+// headerKey returns the request's key: the single Idempotency-Key line, parsed.
+func headerKey(h http.Header, max int) (string, error) {
+	vs := h[HeaderKey]
+	switch len(vs) {
+	case 0:
+		return "", ErrMissingKey
+	case 1:
+		return parseKey(vs[0], max)
+	}
+	return "", fmt.Errorf("%w: %d Idempotency-Key header lines (one is allowed)", ErrInvalidKey, len(vs))
+}
+
+// run is the RunFunc the store calls: it runs the handler once, capturing its
+// response, and says whether the response may be recorded.
+func (ex *exchange) run(ctx context.Context) (resp *Response, keep bool) {
+	if ex.ran {
+		panic("idem/server: the Store called RunFunc twice")
+	}
+	ex.ran = true
+	r := ex.r
+	if ctx != r.Context() {
+		r = r.WithContext(ctx)
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			ex.panicked, ex.panicVal = true, v
+			resp, keep = &Response{Status: http.StatusInternalServerError}, false
+		}
+	}()
+	ex.p.next.ServeHTTP(&ex.cw, r)
+	resp = ex.cw.record(ex.p.cfg.storedHeaders)
+	ex.keep = resp.Status < 500 && !ex.cw.streaming && !ex.cw.hijacked
+	if ex.cw.hijacked {
+		resp = &Response{Status: http.StatusInternalServerError}
+	}
+	return resp, ex.keep
+}
+
+// waitInProgress asks the store again, with a short capped backoff, until the
+// first request finishes, the wait is over or the client is gone.
+func (ex *exchange) waitInProgress(req Request, run RunFunc) (Result, error) {
+	cfg, ctx := ex.p.cfg, ex.r.Context()
+	deadline := time.Now().Add(cfg.inProgressWait)
+	res := Result{Outcome: OutcomeInProgress}
+	for n := 0; ; n++ {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return res, nil
+		}
+		t := time.NewTimer(min(cfg.pollDelay(n), left))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return res, nil
+		case <-t.C:
+		}
+		next, err := ex.p.store.Do(ctx, req, run)
+		if err != nil || next.Outcome != OutcomeInProgress || ex.ran {
+			return next, err
+		}
+		res = next
+	}
+}
+
+// finish answers the request from the store's result.
+func (ex *exchange) finish(res Result, err error) {
+	ex.ev.Outcome = res.Outcome
+	if ex.panicked {
+		if err != nil {
+			ex.ev.Err = err
+		}
+		ex.ev.Panic = ex.panicVal
+		ex.emit()
+		panic(ex.panicVal)
+	}
+	if err == nil && ex.ran != (res.Outcome == OutcomeExecuted) {
+		err = fmt.Errorf("%w: outcome %v after the handler ran=%v", errStoreContract, res.Outcome, ex.ran)
+	}
+	if err != nil {
+		ex.ev.Outcome = 0
+		switch {
+		case !ex.ran:
+			ex.problem(Problem{Type: ProblemStoreUnavailable, Title: "Idempotency store unavailable",
+				Status: http.StatusServiceUnavailable, RetryAfter: storeRetryAfter,
+				Detail: "the request was not processed; retry with the same Idempotency-Key"}, err)
+		case ex.cw.streaming:
+			ex.ev.Status, ex.ev.Err = ex.cw.finalStatus(), err // already sent, unprotected
+			ex.emit()
+		default:
+			ex.problem(Problem{Type: ProblemNotRecorded, Title: "Response not recorded",
+				Status: http.StatusServiceUnavailable, RetryAfter: storeRetryAfter,
+				Detail: "the outcome could not be recorded; retry with the same Idempotency-Key"}, err)
+		}
+		return
+	}
+	switch res.Outcome {
+	case OutcomeExecuted:
+		switch {
+		case ex.cw.hijacked:
+			ex.problem(Problem{Type: ProblemUnprotectable, Title: "Handler not protectable",
+				Status: http.StatusInternalServerError,
+				Detail: "the handler tried to take over the connection, which cannot be recorded"}, ErrUnprotectable)
+			return
+		case !ex.cw.streaming:
+			ex.cw.send()
+		}
+		ex.ev.Status, ex.ev.Stored = ex.cw.finalStatus(), ex.keep
+		ex.emit()
+	case OutcomeReplayed:
+		if res.Response == nil {
+			ex.ev.Outcome = 0
+			ex.problem(Problem{Type: ProblemStoreUnavailable, Title: "Idempotency store unavailable",
+				Status: http.StatusServiceUnavailable, RetryAfter: storeRetryAfter,
+				Detail: "the stored response could not be read"}, fmt.Errorf("%w: replay without a response", errStoreContract))
+			return
+		}
+		writeStored(ex.w, res.Response)
+		ex.ev.Status = res.Response.Status
+		ex.emit()
+	case OutcomeMismatch:
+		ex.problem(Problem{Type: ProblemMismatch, Title: "Idempotency-Key reused", Status: http.StatusUnprocessableEntity,
+			Detail: "this Idempotency-Key was used for a different request"}, nil)
+	case OutcomeInProgress:
+		after := res.RetryAfter
+		if after <= 0 {
+			after = storeRetryAfter
+		}
+		ex.problem(Problem{Type: ProblemInProgress, Title: "Request in progress", Status: http.StatusConflict,
+			RetryAfter: after, Detail: "a request with this Idempotency-Key is still being processed"}, nil)
+	default:
+		ex.ev.Outcome = 0
+		ex.problem(Problem{Type: ProblemStoreUnavailable, Title: "Idempotency store unavailable",
+			Status: http.StatusServiceUnavailable, RetryAfter: storeRetryAfter,
+			Detail: "the request was not processed; retry with the same Idempotency-Key"},
+			fmt.Errorf("%w: unknown outcome %d", errStoreContract, int(res.Outcome)))
+	}
+}
+
+// problem answers with p and reports the event.
+func (ex *exchange) problem(p Problem, err error) {
+	WriteProblem(ex.w, p)
+	ex.ev.Status, ex.ev.Problem, ex.ev.Err = p.Status, p.Type, err
+	ex.emit()
+}
+
+func (ex *exchange) emit() {
+	if f := ex.p.cfg.onOutcome; f != nil {
+		ex.ev.Request = ex.r
+		f(ex.ev)
+	}
+}
+
+// detail turns an error of this package into a problem detail.
+func detail(err error) string {
+	return strings.TrimPrefix(err.Error(), "idem/server: ")
+}

@@ -1,0 +1,261 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Defaults of the middleware's options.
+const (
+	// MaxKeyLength is the longest Idempotency-Key accepted, in characters.
+	MaxKeyLength = 255
+	// DefaultTTL is how long a finished record lives.
+	DefaultTTL = 24 * time.Hour
+	// DefaultLockTTL is how long a claim lives without renewal.
+	DefaultLockTTL = 30 * time.Second
+	// DefaultMaxBodyBytes bounds the request body of a keyed request (1 MiB).
+	DefaultMaxBodyBytes = 1 << 20
+	// DefaultMaxResponseBytes bounds the response body that is recorded (1 MiB).
+	DefaultMaxResponseBytes = 1 << 20
+)
+
+// An Option configures Middleware. Options are validated once, when Middleware
+// is called: an impossible setting panics with a message naming the option.
+type Option func(*config)
+
+// config is the middleware's immutable policy after construction.
+type config struct {
+	methods          []string
+	maxKeyLength     int
+	ttl              time.Duration
+	lockTTL          time.Duration
+	maxBodyBytes     int64
+	maxResponseBytes int64
+	scope            func(*http.Request) (string, error)
+	fingerprint      Fingerprint
+	storedHeaders    map[string]bool
+	inProgressWait   time.Duration
+	onOutcome        func(OutcomeEvent)
+	// pollDelay returns how long to wait before asking the store again, for the
+	// n-th poll (n >= 0) of an in-progress duplicate; tests may replace it.
+	pollDelay func(n int) time.Duration
+}
+
+func newConfig(opts []Option) *config {
+	c := &config{
+		methods:          []string{http.MethodPost, http.MethodPatch},
+		maxKeyLength:     MaxKeyLength,
+		ttl:              DefaultTTL,
+		lockTTL:          DefaultLockTTL,
+		maxBodyBytes:     DefaultMaxBodyBytes,
+		maxResponseBytes: DefaultMaxResponseBytes,
+		fingerprint:      ExactBody,
+		storedHeaders:    map[string]bool{"Content-Type": true, "Location": true, "Etag": true},
+		pollDelay:        pollDelay,
+	}
+	for _, o := range opts {
+		if o == nil {
+			panic("idem/server: nil Option passed to Middleware")
+		}
+		o(c)
+	}
+	return c
+}
+
+// needsKey reports whether requests with method are protected.
+func (c *config) needsKey(method string) bool {
+	for _, m := range c.methods {
+		if m == method {
+			return true
+		}
+	}
+	return false
+}
+
+// WithMethods sets the methods whose requests need an Idempotency-Key and are
+// protected (default POST and PATCH). Requests with any other method pass
+// straight through to the handler, untouched, even if they carry a key: those
+// methods are idempotent by definition (RFC 9110) or not the middleware's
+// business. Method names are case-sensitive HTTP tokens.
+func WithMethods(methods ...string) Option {
+	if len(methods) == 0 {
+		panic("idem/server: WithMethods: no methods given")
+	}
+	ms := make([]string, 0, len(methods))
+	for _, m := range methods {
+		if !isToken(m) {
+			panic(fmt.Sprintf("idem/server: WithMethods: %q is not a valid method name", m))
+		}
+		ms = append(ms, m)
+	}
+	return func(c *config) { c.methods = ms }
+}
+
+// WithMaxKeyLength sets the longest key accepted, 1 to MaxKeyLength (255, the
+// default) characters; longer keys are answered 400.
+func WithMaxKeyLength(n int) Option {
+	if n < 1 || n > MaxKeyLength {
+		panic(fmt.Sprintf("idem/server: WithMaxKeyLength: %d is outside 1..%d", n, MaxKeyLength))
+	}
+	return func(c *config) { c.maxKeyLength = n }
+}
+
+// WithTTL sets how long a finished record lives (default 24h). After it the
+// same key is a new operation.
+func WithTTL(d time.Duration) Option {
+	if d <= 0 {
+		panic(fmt.Sprintf("idem/server: WithTTL: %v is not positive", d))
+	}
+	return func(c *config) { c.ttl = d }
+}
+
+// WithLockTTL sets how long a claim lives without renewal (default 30s): it
+// bounds how long the claim of a crashed process blocks its key. Stores that run
+// the handler in-process renew it while the handler runs.
+func WithLockTTL(d time.Duration) Option {
+	if d <= 0 {
+		panic(fmt.Sprintf("idem/server: WithLockTTL: %v is not positive", d))
+	}
+	return func(c *config) { c.lockTTL = d }
+}
+
+// WithMaxBodyBytes bounds the request body of a protected request (default
+// 1 MiB). A larger body is answered 413: the handler does not run and the store
+// is not asked, so nothing is claimed or stored.
+func WithMaxBodyBytes(n int64) Option {
+	if n < 0 {
+		panic(fmt.Sprintf("idem/server: WithMaxBodyBytes: %d is negative", n))
+	}
+	return func(c *config) { c.maxBodyBytes = n }
+}
+
+// WithMaxResponseBytes bounds the response body that is captured and recorded
+// (default 1 MiB). A handler that writes more is not protected: once the limit
+// is crossed its response streams to the client as it is written, it is not
+// recorded and the key is released, so a retry runs the handler again. Set the
+// limit above the largest response a protected endpoint can give.
+func WithMaxResponseBytes(n int64) Option {
+	if n < 0 {
+		panic(fmt.Sprintf("idem/server: WithMaxResponseBytes: %d is negative", n))
+	}
+	return func(c *config) { c.maxResponseBytes = n }
+}
+
+// WithScope sets how a request's scope (its principal or tenant) is found; the
+// store keys records by (scope, key), so two scopes never see each other's
+// records. The default is one empty scope for everyone; BearerScope is ready
+// made. scope should return an error only when the request has no acceptable
+// principal: the middleware then answers 401 and neither the store nor the
+// handler is called.
+func WithScope(scope func(*http.Request) (string, error)) Option {
+	if scope == nil {
+		panic("idem/server: WithScope: nil function")
+	}
+	return func(c *config) { c.scope = scope }
+}
+
+// WithFingerprint sets how a request's content is identified (default
+// ExactBody; CanonicalJSON ignores key order and whitespace). A key reused with
+// another fingerprint is answered 422.
+func WithFingerprint(f Fingerprint) Option {
+	if f == nil {
+		panic("idem/server: WithFingerprint: nil Fingerprint")
+	}
+	return func(c *config) { c.fingerprint = f }
+}
+
+// WithStoredHeaders adds response headers to the allow-list of headers that
+// are recorded and replayed (by default Content-Type, Location and ETag). A
+// handler that compresses its own responses should add Content-Encoding.
+// Set-Cookie, Date, Content-Length, hop-by-hop headers and Idempotent-Replayed
+// can never be stored: naming one panics.
+func WithStoredHeaders(names ...string) Option {
+	add := make([]string, 0, len(names))
+	for _, n := range names {
+		if !isToken(n) {
+			panic(fmt.Sprintf("idem/server: WithStoredHeaders: %q is not a valid header name", n))
+		}
+		k := http.CanonicalHeaderKey(n)
+		if neverStored[k] {
+			panic(fmt.Sprintf("idem/server: WithStoredHeaders: %s must never be stored or replayed", k))
+		}
+		add = append(add, k)
+	}
+	return func(c *config) {
+		m := make(map[string]bool, len(c.storedHeaders)+len(add))
+		for k := range c.storedHeaders {
+			m[k] = true
+		}
+		for _, k := range add {
+			m[k] = true
+		}
+		c.storedHeaders = m
+	}
+}
+
+// neverStored lists the headers that WithStoredHeaders refuses: per-response
+// (Date), per-user (Set-Cookie), computed on each send (Content-Length), the
+// replay marker itself, and the hop-by-hop headers of RFC 9110 section 7.6.1.
+var neverStored = map[string]bool{
+	"Set-Cookie":          true,
+	"Set-Cookie2":         true,
+	"Date":                true,
+	"Content-Length":      true,
+	"Idempotent-Replayed": true,
+	"Connection":          true,
+	"Keep-Alive":          true,
+	"Proxy-Connection":    true,
+	"Proxy-Authenticate":  true,
+	"Proxy-Authorization": true,
+	"Te":                  true,
+	"Trailer":             true,
+	"Transfer-Encoding":   true,
+	"Upgrade":             true,
+}
+
+// WithInProgressWait lets a duplicate that arrives while the first request is
+// still running wait up to max for it to finish, asking the store again with a
+// short capped backoff (10 ms doubling to 200 ms), and then get the replay
+// instead of a 409. 0, the default, answers 409 with Retry-After at once. The
+// wait ends early, with a 409, when the client goes away.
+func WithInProgressWait(max time.Duration) Option {
+	if max < 0 {
+		panic(fmt.Sprintf("idem/server: WithInProgressWait: %v is negative", max))
+	}
+	return func(c *config) { c.inProgressWait = max }
+}
+
+// WithOnOutcome sets a hook called once per protected request, after its
+// response was written, for metrics and logs. It runs on the request's
+// goroutine and must not block.
+func WithOnOutcome(f func(OutcomeEvent)) Option {
+	if f == nil {
+		panic("idem/server: WithOnOutcome: nil function")
+	}
+	return func(c *config) { c.onOutcome = f }
+}
+
+// pollDelay is the default backoff between polls of an in-progress duplicate.
+func pollDelay(n int) time.Duration {
+	const first, max = 10 * time.Millisecond, 200 * time.Millisecond
+	if n >= 5 {
+		return max
+	}
+	return min(first<<n, max)
+}
+
+// isToken reports whether s is a non-empty RFC 9110 token.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x80 || c <= ' ' || c == 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,30 @@
+package server
+
+import "net/http"
+
+// OutcomeEvent describes how the middleware answered one protected request;
+// WithOnOutcome receives one per request, after the response was written.
+type OutcomeEvent struct {
+	// Request is the request as the middleware received it.
+	Request *http.Request
+	// Key is the parsed Idempotency-Key; empty when it was missing or invalid.
+	Key string
+	// Outcome is what the store reported; zero when the middleware answered
+	// before asking the store (bad key, scope error, body too large) or the
+	// store failed.
+	Outcome Outcome
+	// Status is the status sent; 0 when the handler panicked and the panic was
+	// passed on to net/http (the connection is aborted).
+	Status int
+	// Problem is the problem type URI when the middleware answered with a
+	// problem of its own (see the Problem constants), else empty.
+	Problem string
+	// Stored reports that the handler's response was recorded (first
+	// executions only).
+	Stored bool
+	// Err is the error behind a problem answer: a ParseKey error, the scope
+	// function's error, a body read error or the store's error.
+	Err error
+	// Panic is the value the handler panicked with, else nil.
+	Panic any
+}

@@ -1,0 +1,44 @@
+package server
+
+import (
+	"net/http"
+	"testing"
+)
+
+func TestOnOutcomeEvents(t *testing.T) {
+	t.Parallel()
+	store := &fakeStore{}
+	var events []OutcomeEvent
+	fail := true
+	h := counting(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Fail") != "" && fail {
+			fail = false
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		created(w, r)
+	})
+	mw := Middleware(store, WithOnOutcome(func(e OutcomeEvent) { events = append(events, e) }))(h)
+	serve(mw, request("POST", "/x", "{}", HeaderKey, "a"))
+	serve(mw, request("POST", "/x", "{}", HeaderKey, "a"))
+	serve(mw, request("POST", "/x", "{1}", HeaderKey, "a"))
+	serve(mw, request("POST", "/x", "{}", HeaderKey, "b", "X-Fail", "1"))
+	serve(mw, request("GET", "/x", "", HeaderKey, "c")) // not protected: no event
+
+	want := []OutcomeEvent{
+		{Key: "a", Outcome: OutcomeExecuted, Status: 201, Stored: true},
+		{Key: "a", Outcome: OutcomeReplayed, Status: 201},
+		{Key: "a", Outcome: OutcomeMismatch, Status: 422, Problem: ProblemMismatch},
+		{Key: "b", Outcome: OutcomeExecuted, Status: 502, Stored: false},
+	}
+	if len(events) != len(want) {
+		t.Fatalf("%d events, want %d: %+v", len(events), len(want), events)
+	}
+	for i, w := range want {
+		e := events[i]
+		if e.Request == nil || e.Key != w.Key || e.Outcome != w.Outcome || e.Status != w.Status ||
+			e.Problem != w.Problem || e.Stored != w.Stored || e.Err != nil || e.Panic != nil {
+			t.Errorf("event %d = %+v, want %+v", i, e, w)
+		}
+	}
+}

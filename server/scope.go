@@ -1,0 +1,52 @@
+package server
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"strings"
+)
+
+// ErrBadCredentials is returned by BearerScope for a request whose
+// Authorization header it cannot use (several header lines, or an empty
+// bearer token); the middleware answers 401.
+var ErrBadCredentials = errors.New("idem/server: unusable Authorization header")
+
+// BearerScope is a scope function for WithScope that keys records by the
+// caller's credentials without storing them: the scope is "bearer:" and the
+// hex SHA-256 of the bearer token, so two tokens never share records. Another
+// Authorization scheme (Basic, ...) is scoped the same way by the hash of the
+// whole header value, under "auth:". A request without Authorization has the
+// empty scope, shared by every anonymous caller. It does not authenticate
+// anything: put it behind the middleware that does.
+func BearerScope(r *http.Request) (string, error) {
+	vs := r.Header["Authorization"]
+	switch len(vs) {
+	case 0:
+		return "", nil
+	case 1:
+	default:
+		return "", ErrBadCredentials
+	}
+	v := trimOWS(vs[0])
+	if v == "" {
+		return "", nil
+	}
+	if len(v) >= 7 && strings.EqualFold(v[:7], "bearer ") {
+		tok := trimOWS(v[7:])
+		if tok == "" {
+			return "", ErrBadCredentials
+		}
+		return hashScope("bearer:", tok), nil
+	}
+	if strings.EqualFold(v, "bearer") {
+		return "", ErrBadCredentials
+	}
+	return hashScope("auth:", v), nil
+}
+
+func hashScope(prefix, secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return prefix + hex.EncodeToString(sum[:])
+}

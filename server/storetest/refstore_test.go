@@ -1,0 +1,119 @@
+package storetest_test
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/idemkit/idem/server"
+)
+
+// flaw is a deliberate defect of refStore, to prove that the suite catches it.
+type flaw string
+
+const (
+	sound         flaw = ""
+	ignoresClaims flaw = "ignores-claims" // runs every request, even during another's claim
+	neverRecords  flaw = "never-records"  // runs every request, records nothing
+	keepsFailures flaw = "keeps-failures" // records responses that run said not to keep
+	ignoresScope  flaw = "ignores-scope"  // one namespace for every scope
+	neverExpires  flaw = "never-expires"  // ignores the TTL
+)
+
+// refStore is a small, obviously correct in-memory Store (unless given a
+// flaw), on a fake clock. It keeps a claim for as long as run runs.
+type refStore struct {
+	flaw flaw
+
+	mu    sync.Mutex
+	now   time.Time
+	next  uint64
+	items map[[2]string]*item
+}
+
+type item struct {
+	fingerprint string
+	owner       uint64 // non-zero while claimed
+	resp        *server.Response
+	expires     time.Time
+}
+
+func newRefStore(f flaw) *refStore {
+	return &refStore{flaw: f, now: time.Unix(1_700_000_000, 0), items: map[[2]string]*item{}}
+}
+
+func (s *refStore) advance(d time.Duration) {
+	s.mu.Lock()
+	s.now = s.now.Add(d)
+	s.mu.Unlock()
+}
+
+func (s *refStore) Do(ctx context.Context, req server.Request, run server.RunFunc) (server.Result, error) {
+	k := [2]string{req.Scope, req.Key}
+	if s.flaw == ignoresScope {
+		k[0] = ""
+	}
+	s.mu.Lock()
+	it := s.items[k]
+	if it != nil && it.owner == 0 && !s.now.Before(it.expires) && s.flaw != neverExpires {
+		delete(s.items, k)
+		it = nil
+	}
+	switch {
+	case it != nil && it.fingerprint != req.Fingerprint:
+		s.mu.Unlock()
+		return server.Result{Outcome: server.OutcomeMismatch}, nil
+	case it != nil && it.owner != 0 && s.flaw != ignoresClaims:
+		s.mu.Unlock()
+		return server.Result{Outcome: server.OutcomeInProgress, RetryAfter: req.LockTTL}, nil
+	case it != nil && it.owner == 0:
+		resp := clone(it.resp)
+		s.mu.Unlock()
+		return server.Result{Outcome: server.OutcomeReplayed, Response: resp}, nil
+	}
+	s.next++
+	token := s.next
+	if s.flaw != ignoresClaims || it == nil {
+		s.items[k] = &item{fingerprint: req.Fingerprint, owner: token}
+	}
+	s.mu.Unlock()
+
+	done := false
+	defer func() {
+		if !done { // run panicked: release, let the panic go on
+			s.finish(k, token, nil, false, 0)
+		}
+	}()
+	resp, keep := run(ctx)
+	done = true
+	s.finish(k, token, resp, keep, req.TTL)
+	return server.Result{Outcome: server.OutcomeExecuted, Response: resp}, nil
+}
+
+// finish records or releases token's claim (a compare-and-set on the owner).
+func (s *refStore) finish(k [2]string, token uint64, resp *server.Response, keep bool, ttl time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	it := s.items[k]
+	if s.flaw == ignoresClaims && it != nil && it.owner != token && it.owner != 0 {
+		it.owner = token // the flaw: last writer wins
+	}
+	if it == nil || it.owner != token {
+		return
+	}
+	if s.flaw == neverRecords || (!keep && s.flaw != keepsFailures) || resp == nil {
+		delete(s.items, k)
+		return
+	}
+	it.owner, it.resp, it.expires = 0, clone(resp), s.now.Add(ttl)
+}
+
+func clone(r *server.Response) *server.Response {
+	h := make(http.Header, len(r.Header))
+	for k, v := range r.Header {
+		h[k] = slices.Clone(v)
+	}
+	return &server.Response{Status: r.Status, Header: h, Body: slices.Clone(r.Body)}
+}

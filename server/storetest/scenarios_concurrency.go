@@ -1,0 +1,242 @@
+package storetest
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem/server"
+)
+
+// testConcurrent: ten requests with one key, released together by a barrier:
+// exactly one runs the handler. The handler holds its business write until
+// the store has answered the nine others (or until a second request reaches
+// the handler, which is the failure), so the requests really overlap. The
+// others are told in progress (or, from a store that waits a bounded time
+// internally, get the replay; such a wait must end within 15 s).
+func testConcurrent(t *testing.T, f Fixture) {
+	const n = 10
+	e := newEnv(t, f)
+	body := e.body(2500)
+	entered := make(chan struct{}, n)
+	release := e.newGate()
+	e.setBeforeWrite(func(*http.Request) error {
+		entered <- struct{}{}
+		<-release.ch
+		return nil
+	})
+	start := make(chan struct{})
+	replies := make(chan reply, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			<-start
+			replies <- e.post(body, withKey("race-1"))
+		})
+	}
+	close(start)
+
+	deadline := time.NewTimer(waitLimit)
+	defer deadline.Stop()
+	inHandler := 0
+wait:
+	for {
+		c, changed := e.obs.current()
+		if inHandler > 0 && c.returned >= n-1 {
+			break
+		}
+		select {
+		case <-changed:
+		case <-entered:
+			if inHandler++; inHandler > 1 {
+				t.Errorf("two requests with one key ran the handler at the same time")
+				break wait
+			}
+		case <-deadline.C:
+			t.Errorf("timed out after %v waiting for the store to answer the duplicates (store saw %+v)", waitLimit, e.obs.snapshot())
+			break wait
+		}
+	}
+	release.open()
+	wg.Wait()
+	close(replies)
+
+	var executed []reply
+	var replayed []reply
+	for r := range replies {
+		switch {
+		case r.Err == nil && r.Status == http.StatusCreated && !r.replayed():
+			executed = append(executed, r)
+		case r.Err == nil && r.Status == http.StatusCreated:
+			replayed = append(replayed, r)
+		case r.Err == nil && r.Status == http.StatusConflict:
+			wantProblem(t, r, http.StatusConflict, server.ProblemInProgress, "concurrent duplicate")
+			wantRetryAfter(t, r, "concurrent duplicate")
+		default:
+			t.Errorf("concurrent duplicate: got %v, want 201 or 409", r)
+		}
+	}
+	if len(executed) != 1 {
+		t.Fatalf("%d of %d concurrent requests executed, want exactly 1", len(executed), n)
+	}
+	for _, r := range replayed {
+		wantReplayOf(t, r, executed[0], "concurrent duplicate")
+	}
+	wantReplayOf(t, e.post(body, withKey("race-1")), executed[0], "retry after the race")
+	e.wantPayments(1)
+}
+
+// testInProgress: a retry while the first request still runs is a 409 with
+// Retry-After (or, with WithInProgressWait, waits and gets the replay).
+func testInProgress(t *testing.T, f Fixture) {
+	t.Run("answer_409", func(t *testing.T) {
+		e := newEnv(t, f)
+		body := e.body(4000)
+		entered, release := e.blockFirstWrite()
+		firstC := make(chan reply, 1)
+		go func() { firstC <- e.post(body, withKey("slow-1")) }()
+		entered.wait(t, "the first request to reach the business write")
+
+		dup := e.post(body, withKey("slow-1"))
+		wantProblem(t, dup, http.StatusConflict, server.ProblemInProgress, "duplicate while the first runs")
+		wantRetryAfter(t, dup, "duplicate while the first runs")
+		wantProblem(t, e.post(e.body(4001), withKey("slow-1")), http.StatusUnprocessableEntity, server.ProblemMismatch,
+			"other request with the key while the first runs")
+
+		release.open()
+		first := recv(t, firstC, "the first request")
+		wantExecuted(t, first, "first request")
+		wantReplayOf(t, e.post(body, withKey("slow-1")), first, "retry after the first finished")
+		e.wantPayments(1)
+	})
+	t.Run("wait_and_replay", func(t *testing.T) {
+		e := newEnv(t, f, server.WithInProgressWait(waitLimit))
+		body := e.body(4100)
+		entered, release := e.blockFirstWrite()
+		firstC, dupC := make(chan reply, 1), make(chan reply, 1)
+		go func() { firstC <- e.post(body, withKey("slow-2")) }()
+		entered.wait(t, "the first request to reach the business write")
+		go func() { dupC <- e.post(body, withKey("slow-2")) }()
+		// Wait until the store told the duplicate "in progress" (the middleware
+		// then polls); a duplicate answered before that is a failure.
+		deadline := time.NewTimer(waitLimit)
+		defer deadline.Stop()
+		var early *reply
+	wait:
+		for {
+			c, changed := e.obs.current()
+			if c.outcomes[server.OutcomeInProgress] > 0 {
+				break
+			}
+			select {
+			case <-changed:
+			case r := <-dupC:
+				early = &r
+				break wait
+			case <-deadline.C:
+				t.Fatalf("timed out after %v waiting for the store to tell the duplicate the key is in progress", waitLimit)
+			}
+		}
+		release.open()
+		first := recv(t, firstC, "the first request")
+		wantExecuted(t, first, "first request")
+		if early != nil {
+			t.Fatalf("duplicate answered %v while the first request was still running, want it to wait", *early)
+		}
+		wantReplayOf(t, recv(t, dupC, "the waiting duplicate"), first, "duplicate that waited")
+		e.wantPayments(1)
+	})
+}
+
+// testSlowHandler: a handler that runs three times longer than the lock TTL
+// keeps its claim: a duplicate sent after the lock TTL has passed (in real
+// time and on the store's clock) is still told in progress, and the first
+// response is still recorded.
+func testSlowHandler(t *testing.T, f Fixture) {
+	const lockTTL = 300 * time.Millisecond
+	e := newEnv(t, f, server.WithLockTTL(lockTTL))
+	body := e.body(5000)
+	entered, release := e.blockFirstWrite()
+	firstC := make(chan reply, 1)
+	go func() { firstC <- e.post(body, withKey("lease-1")) }()
+	entered.wait(t, "the first request to reach the business write")
+
+	<-time.After(3 * lockTTL) // real time past the lease is what this scenario is about
+	f.Advance(3 * lockTTL)
+	dup := e.post(body, withKey("lease-1"))
+	wantProblem(t, dup, http.StatusConflict, server.ProblemInProgress, "duplicate after the lock TTL, first still running")
+	release.open()
+
+	first := recv(t, firstC, "the first request")
+	wantExecuted(t, first, "first request, slower than the lock TTL")
+	wantReplayOf(t, e.post(body, withKey("lease-1")), first, "retry after the slow first finished")
+	e.wantPayments(1)
+}
+
+// testDisconnect: a client that goes away while the handler runs must not
+// leave its key stuck; the handler's completed work is not repeated.
+func testDisconnect(t *testing.T, f Fixture) {
+	e := newEnv(t, f)
+	body := e.body(6000)
+	// The request context as net/http gives it, outside the middleware: it is
+	// cancelled when the client disconnects, whatever context the store passes on.
+	var (
+		mu       sync.Mutex
+		outerCtx context.Context
+	)
+	e.setOnOuter(func(r *http.Request) {
+		mu.Lock()
+		if outerCtx == nil {
+			outerCtx = r.Context()
+		}
+		mu.Unlock()
+	})
+	entered, release := e.newGate(), e.newGate()
+	var once sync.Once
+	e.setBeforeWrite(func(*http.Request) error {
+		first := false
+		once.Do(func() { first = true })
+		if first {
+			mu.Lock()
+			ctx := outerCtx
+			mu.Unlock()
+			entered.open()
+			select { // the handler outlives its client, then completes
+			case <-ctx.Done():
+			case <-release.ch:
+			}
+		}
+		return nil
+	})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	firstC := make(chan reply, 1)
+	go func() { firstC <- e.postCtx(ctx, body, withKey("gone-1")) }()
+	entered.wait(t, "the first request to reach the business write")
+	cancel()
+	if r := recv(t, firstC, "the cancelled request"); r.Err == nil {
+		t.Errorf("cancelled request: got %v, want a client error", r)
+	}
+	e.obs.waitUntil(t, "the store finished the abandoned request", func(c counts) bool { return c.returned > 0 })
+
+	retry := e.post(body, withKey("gone-1"))
+	if retry.Err != nil || retry.Status != http.StatusCreated {
+		t.Errorf("retry after the client went away: got %v, want 201 (replayed or executed), never stuck", retry)
+	}
+	e.wantPayments(1)
+}
+
+// recv receives one reply, failing the test after waitLimit.
+func recv(t *testing.T, ch <-chan reply, what string) reply {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(waitLimit):
+		t.Fatalf("timed out after %v waiting for %s", waitLimit, what)
+		return reply{}
+	}
+}

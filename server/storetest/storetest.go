@@ -1,0 +1,103 @@
+// Package storetest is the contract suite every server.Store runs: the
+// scenarios of CONTRACT.md sections 3 and 4, played over a real HTTP server
+// through server.Middleware and the payments API, counting payments in the
+// ledger to prove that each logical operation happened at most once.
+//
+// A store's test calls Run with a function that builds a fresh Fixture for each
+// scenario:
+//
+//	func TestContract(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T) storetest.Fixture {
+//			clock := newFakeClock()
+//			return storetest.Fixture{Store: memstore.New(memstore.WithClock(clock.Now)), Advance: clock.Advance}
+//		})
+//	}
+//
+// The scenarios synchronise with channels and the fixture's Advance; only the
+// lock-TTL scenario waits on real time (a few hundred milliseconds), because
+// real time is what it is about.
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem/server"
+	"github.com/idemkit/idem/server/payments"
+)
+
+// Fixture is one isolated store under test.
+type Fixture struct {
+	// Store is the store under test. Required.
+	Store server.Store
+	// Advance moves the store's notion of time forward by d (record expiry
+	// tests). Required.
+	Advance func(d time.Duration)
+	// Ledger receives the payments handler's business writes; nil means
+	// payments.NewMemLedger().
+	Ledger payments.Ledger
+	// Transactional reports that a Ledger write and the store's record commit or
+	// roll back together (PostgreSQL): a panic after the business write then
+	// leaves no payment.
+	Transactional bool
+}
+
+// Scenario names, the subtests Run runs (in this order).
+const (
+	ScenarioReplay       = "replay"
+	ScenarioMismatch     = "mismatch"
+	ScenarioKeys         = "keys"
+	ScenarioConcurrent   = "concurrent_duplicates"
+	ScenarioInProgress   = "in_progress"
+	ScenarioExpiry       = "expiry"
+	ScenarioServerError  = "5xx_not_stored"
+	ScenarioPanic        = "panic_after_write"
+	ScenarioSlowHandler  = "slow_handler_beyond_lock_ttl"
+	ScenarioScopes       = "scopes"
+	ScenarioDisconnect   = "client_disconnect"
+	ScenarioBodyTooLarge = "body_too_large"
+)
+
+type scenario struct {
+	name string
+	run  func(t *testing.T, f Fixture)
+}
+
+var scenarios = []scenario{
+	{ScenarioReplay, testReplay},
+	{ScenarioMismatch, testMismatch},
+	{ScenarioKeys, testKeys},
+	{ScenarioConcurrent, testConcurrent},
+	{ScenarioInProgress, testInProgress},
+	{ScenarioExpiry, testExpiry},
+	{ScenarioServerError, testServerError},
+	{ScenarioPanic, testPanic},
+	{ScenarioSlowHandler, testSlowHandler},
+	{ScenarioScopes, testScopes},
+	{ScenarioDisconnect, testDisconnect},
+	{ScenarioBodyTooLarge, testBodyTooLarge},
+}
+
+// Run runs every scenario of CONTRACT.md sections 3 and 4 as a subtest, each
+// against a fresh fixture from newFixture (called once per subtest, so stores
+// can isolate with their own table or key prefix), through the real
+// server.Middleware and payments.API. Subtests run one after another, so a
+// fixture may share a clock or a database across calls.
+func Run(t *testing.T, newFixture func(t *testing.T) Fixture) {
+	t.Helper()
+	if newFixture == nil {
+		t.Fatal("storetest.Run: nil newFixture")
+	}
+	for _, s := range scenarios {
+		t.Run(s.name, func(t *testing.T) {
+			f := newFixture(t)
+			if f.Store == nil || f.Advance == nil {
+				t.Fatal("storetest: Fixture.Store and Fixture.Advance are required")
+			}
+			if f.Ledger == nil {
+				f.Ledger = payments.NewMemLedger()
+			}
+			s.run(t, f)
+		})
+	}
+}
