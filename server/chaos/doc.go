@@ -1,0 +1,28 @@
+// Package chaos injects faults into the demo payments server that
+// cmd/idem-server and server/idemtest run, so that a plain HTTP client can watch
+// idem's guarantees hold (or, on the unprotected route, fail).
+//
+// Faults are asked for per request with headers, when enabled:
+//
+//	Chaos-Delay: 800ms        sleep before the business write (the request's context ends the sleep)
+//	Chaos-Fail: 503           answer that status (400-599) as problem+json, doing no work
+//	Chaos-Retry-After: 1      with Chaos-Fail: the Retry-After header to send, in seconds
+//	Chaos-Crash: after-write  die after the business write, before the response is recorded
+//	Chaos-Drop: after-record  do everything, then cut the connection instead of answering
+//
+// or at random, with WithFailRate (503, Retry-After: 1), WithDropRate and
+// WithDelayMax, for soak tests. A malformed header is answered 400 with a
+// problem detail naming it.
+//
+// Where each fault sits relative to the idempotency middleware matters:
+// Chaos-Fail and Chaos-Drop act outside it (a failing gateway; a response lost
+// on the way back after the record was written), Chaos-Delay and Chaos-Crash act
+// inside the handler it protects, through payments.API's BeforeWrite and
+// AfterWrite hooks. What "crash" means is the caller's choice (WithCrash): the
+// runnable server exits the process; the in-process test server aborts the
+// handler with http.ErrAbortHandler. On the memory store either way is the
+// documented crash window: the payment stays and the key is released.
+//
+// Handler assembles the demo server's routes, so that both servers serve
+// exactly the same thing.
+package chaos

@@ -1,0 +1,38 @@
+package idemtest
+
+import (
+	"github.com/idemkit/idem/server"
+	"github.com/idemkit/idem/server/chaos"
+)
+
+// An Option configures a Server. Invalid options panic when they are created.
+type Option func(*config)
+
+type config struct {
+	store     server.Store
+	mwOpts    []server.Option
+	chaosOpts []chaos.Option
+}
+
+// WithStore serves over store instead of a fresh memstore.Store. The Server
+// does not close it.
+func WithStore(store server.Store) Option {
+	if store == nil {
+		panic("idemtest: WithStore(nil): store must not be nil")
+	}
+	return func(c *config) { c.store = store }
+}
+
+// WithMiddlewareOptions adds options to the server.Middleware of POST
+// /payments, after the default server.WithScope(server.BearerScope).
+func WithMiddlewareOptions(opts ...server.Option) Option {
+	return func(c *config) { c.mwOpts = append(c.mwOpts, opts...) }
+}
+
+// WithChaos adds fault injection options, such as random fail, drop and delay
+// rates for soak tests (chaos.WithFailRate, chaos.WithDropRate,
+// chaos.WithDelayMax, chaos.WithRand). The Chaos-* headers are always on; an
+// invalid chaos option makes NewServer panic.
+func WithChaos(opts ...chaos.Option) Option {
+	return func(c *config) { c.chaosOpts = append(c.chaosOpts, opts...) }
+}

@@ -1,0 +1,64 @@
+package idemtest
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+
+	"github.com/idemkit/idem/server"
+	"github.com/idemkit/idem/server/chaos"
+	"github.com/idemkit/idem/server/memstore"
+	"github.com/idemkit/idem/server/payments"
+)
+
+// Server is the companion server listening on a loopback address.
+type Server struct {
+	// URL is the base URL, http://127.0.0.1:port, with no trailing slash.
+	URL string
+
+	hs     *httptest.Server
+	store  server.Store
+	ledger *payments.MemLedger
+}
+
+// NewServer starts a Server. The caller must Close it. It panics if an option is
+// invalid.
+func NewServer(opts ...Option) *Server {
+	var cfg config
+	for _, o := range opts {
+		if o == nil {
+			panic("idemtest: nil Option")
+		}
+		o(&cfg)
+	}
+	if cfg.store == nil {
+		cfg.store = memstore.New()
+	}
+	// The in-process crash (panic with http.ErrAbortHandler) goes first so that
+	// a caller's chaos options may replace it.
+	inj, err := chaos.New(append([]chaos.Option{chaos.WithCrash(abortHandler)}, cfg.chaosOpts...)...)
+	if err != nil {
+		panic(fmt.Sprintf("idemtest: WithChaos: %v", err))
+	}
+	ledger := payments.NewMemLedger()
+	hs := httptest.NewServer(chaos.Handler(cfg.store, ledger, inj, cfg.mwOpts...))
+	return &Server{URL: hs.URL, hs: hs, store: cfg.store, ledger: ledger}
+}
+
+func abortHandler() { panic(http.ErrAbortHandler) }
+
+// Client returns an HTTP client for the server, like httptest.Server.Client.
+func (s *Server) Client() *http.Client { return s.hs.Client() }
+
+// Close shuts the server down and blocks until every request has finished.
+func (s *Server) Close() { s.hs.Close() }
+
+// Payments returns how many payments customer has (every customer's when
+// customer is empty): the count that proves exactly-once.
+func (s *Server) Payments(customer string) int { return s.ledger.Count(customer) }
+
+// Ledger returns the server's ledger.
+func (s *Server) Ledger() *payments.MemLedger { return s.ledger }
+
+// Store returns the idempotency store the server uses.
+func (s *Server) Store() server.Store { return s.store }

@@ -1,0 +1,38 @@
+// Package memstore is an in-memory server.Store for one process: tests, demos and
+// single-instance services that accept losing their idempotency records on restart.
+//
+//	store := memstore.New(memstore.WithMaxEntries(50_000))
+//	mux.Handle("POST /payments", server.Middleware(store)(create))
+//
+// # Semantics
+//
+// Records live in 32 shards selected by a hash of (scope, key); every operation
+// locks one shard. Every state change after the claim (record, release) is a
+// compare-and-set on (scope, key, owner token).
+//
+// The handler runs in the same process as the store, so a claim cannot be lost
+// to another process's crash. While run executes, its claim stays held even past
+// Request.LockTTL: the renewal is implicit. LockTTL still sets the Retry-After of
+// a duplicate that arrives meanwhile (claimed_at + LockTTL - now, at least one
+// second). A handler that never returns therefore blocks its key for good; bound
+// handlers with the http.Server's timeouts.
+//
+// If run panics, the claim is released and the panic continues.
+//
+// # Crash window
+//
+// The business write and the record cannot share a transaction here. If the
+// process dies after the handler's write and before the response is recorded,
+// the key is gone with the process and a retry runs the handler again (see
+// CONTRACT §4.1). Use a transactional store (pgstore) when that matters.
+//
+// # Memory bound
+//
+// WithMaxEntries bounds records and claims together. Expired records are swept
+// lazily: a few on every insert, and as many as needed (bounded per call) when
+// the store is full. If it is still full, Do refuses with an error wrapping
+// ErrFull before run is called; the middleware answers 503 and the client
+// retries later. A live record is never evicted to make room: evicting it would
+// let a retry run the operation twice, which is the one thing this store exists
+// to prevent.
+package memstore

@@ -1,0 +1,11 @@
+package memstore
+
+import "errors"
+
+// ErrFull is wrapped by Do's error when the Store holds WithMaxEntries live
+// records and claims and none has expired. run was not called.
+var ErrFull = errors.New("memstore: store is full")
+
+// ErrInvalidRequest is wrapped by Do's error when the request cannot be stored
+// (a non-positive TTL, a nil run). run was not called.
+var ErrInvalidRequest = errors.New("memstore: invalid request")

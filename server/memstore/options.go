@@ -1,0 +1,40 @@
+package memstore
+
+import (
+	"fmt"
+	"time"
+)
+
+// DefaultMaxEntries is the capacity of a Store built without WithMaxEntries.
+const DefaultMaxEntries = 100_000
+
+// An Option configures a Store. Invalid options panic when they are created.
+type Option func(*config)
+
+type config struct {
+	now        func() time.Time
+	maxEntries int
+}
+
+func defaultConfig() config {
+	return config{now: time.Now, maxEntries: DefaultMaxEntries}
+}
+
+// WithClock sets the clock that stamps claims and expires records (default
+// time.Now). Tests pass a fake clock.
+func WithClock(now func() time.Time) Option {
+	if now == nil {
+		panic("memstore: WithClock(nil): clock must not be nil")
+	}
+	return func(c *config) { c.now = now }
+}
+
+// WithMaxEntries bounds how many records and claims the Store holds at once
+// (default DefaultMaxEntries). When it is reached and no record has expired, Do
+// fails with ErrFull.
+func WithMaxEntries(n int) Option {
+	if n < 1 {
+		panic(fmt.Sprintf("memstore: WithMaxEntries(%d): must be at least 1", n))
+	}
+	return func(c *config) { c.maxEntries = n }
+}
