@@ -1,0 +1,104 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"time"
+
+	"github.com/idemkit/idem/server"
+	"github.com/idemkit/idem/server/chaos"
+	"github.com/idemkit/idem/server/memstore"
+)
+
+// errUsage is wrapped by the error of invalid flags; main exits with status 2.
+var errUsage = errors.New("bad flag")
+
+// config is the validated command line.
+type config struct {
+	addr            string
+	store           string
+	postgresURL     string
+	redisAddr       string
+	ttl             time.Duration
+	lockTTL         time.Duration
+	maxEntries      int
+	chaos           bool
+	chaosFailRate   float64
+	chaosDropRate   float64
+	chaosDelayMax   time.Duration
+	shutdownTimeout time.Duration
+}
+
+// Store names accepted by -store.
+const (
+	storeMemory   = "memory"
+	storePostgres = "postgres"
+	storeRedis    = "redis"
+)
+
+// parseFlags reads args into a config. Errors wrap errUsage, or are
+// flag.ErrHelp for -h; flag's messages and usage go to stderr.
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("idem-server", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "listen address (host:port; port 0 picks one)")
+	fs.StringVar(&c.store, "store", storeMemory, "idempotency store: memory, postgres or redis")
+	fs.StringVar(&c.postgresURL, "postgres-url", "", "PostgreSQL connection URL (-store postgres)")
+	fs.StringVar(&c.redisAddr, "redis-addr", "127.0.0.1:6379", "Redis address (-store redis)")
+	fs.DurationVar(&c.ttl, "ttl", server.DefaultTTL, "how long a recorded response is replayed")
+	fs.DurationVar(&c.lockTTL, "lock-ttl", server.DefaultLockTTL, "how long a claim lives without renewal (Retry-After of a 409)")
+	fs.IntVar(&c.maxEntries, "max-entries", memstore.DefaultMaxEntries, "memory store capacity; when full, new keys get 503")
+	fs.BoolVar(&c.chaos, "chaos", false, "honour the Chaos-* request headers")
+	fs.Float64Var(&c.chaosFailRate, "chaos-fail-rate", 0, "fraction of POSTs answered 503 at random, from 0 to 1")
+	fs.Float64Var(&c.chaosDropRate, "chaos-drop-rate", 0, "fraction of POSTs whose connection is cut after the record, from 0 to 1")
+	fs.DurationVar(&c.chaosDelayMax, "chaos-delay-max", 0, "random delay before each business write, up to this (at most 1m)")
+	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful shutdown waits for requests in flight")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return config{}, err
+		}
+		return config{}, fmt.Errorf("%w: %w", errUsage, err) // flag already printed it
+	}
+	if fs.NArg() > 0 {
+		return config{}, usageErr("unexpected argument %q", fs.Arg(0))
+	}
+	return c, c.validate()
+}
+
+func (c config) validate() error {
+	switch {
+	case c.addr == "":
+		return usageErr("-addr must not be empty")
+	case c.store != storeMemory && c.store != storePostgres && c.store != storeRedis:
+		return usageErr("-store %q: want memory, postgres or redis", c.store)
+	case c.store == storePostgres && c.postgresURL == "":
+		return usageErr("-store postgres needs -postgres-url")
+	case c.store == storeRedis && c.redisAddr == "":
+		return usageErr("-store redis needs -redis-addr")
+	case c.ttl <= 0:
+		return usageErr("-ttl %v: must be positive", c.ttl)
+	case c.lockTTL <= 0:
+		return usageErr("-lock-ttl %v: must be positive", c.lockTTL)
+	case c.maxEntries < 1:
+		return usageErr("-max-entries %d: must be at least 1", c.maxEntries)
+	case !isRate(c.chaosFailRate):
+		return usageErr("-chaos-fail-rate %v: must be from 0 to 1", c.chaosFailRate)
+	case !isRate(c.chaosDropRate):
+		return usageErr("-chaos-drop-rate %v: must be from 0 to 1", c.chaosDropRate)
+	case c.chaosDelayMax < 0 || c.chaosDelayMax > chaos.MaxDelay:
+		return usageErr("-chaos-delay-max %v: must be from 0 to %v", c.chaosDelayMax, chaos.MaxDelay)
+	case c.shutdownTimeout <= 0:
+		return usageErr("-shutdown-timeout %v: must be positive", c.shutdownTimeout)
+	}
+	return nil
+}
+
+func isRate(p float64) bool { return !math.IsNaN(p) && p >= 0 && p <= 1 }
+
+func usageErr(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, args...))
+}

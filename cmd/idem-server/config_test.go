@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem/server"
+	"github.com/idemkit/idem/server/memstore"
+)
+
+func TestParseFlags(t *testing.T) {
+	t.Parallel()
+	bad := []struct {
+		name string
+		args []string
+	}{
+		{"unknown store", []string{"-store", "mysql"}},
+		{"negative ttl", []string{"-ttl", "-1s"}},
+		{"zero ttl", []string{"-ttl", "0"}},
+		{"ttl not a duration", []string{"-ttl", "day"}},
+		{"negative lock ttl", []string{"-lock-ttl", "-5s"}},
+		{"fail rate above 1", []string{"-chaos-fail-rate", "1.5"}},
+		{"fail rate negative", []string{"-chaos-fail-rate", "-0.1"}},
+		{"drop rate NaN", []string{"-chaos-drop-rate", "NaN"}},
+		{"drop rate above 1", []string{"-chaos-drop-rate", "2"}},
+		{"delay max too long", []string{"-chaos-delay-max", "2m"}},
+		{"delay max negative", []string{"-chaos-delay-max", "-1ms"}},
+		{"zero max entries", []string{"-max-entries", "0"}},
+		{"postgres without url", []string{"-store", "postgres"}},
+		{"redis without addr", []string{"-store", "redis", "-redis-addr", ""}},
+		{"empty addr", []string{"-addr", ""}},
+		{"zero shutdown timeout", []string{"-shutdown-timeout", "0s"}},
+		{"unknown flag", []string{"-verbose"}},
+		{"positional argument", []string{"serve"}},
+	}
+	for _, tt := range bad {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := parseFlags(tt.args, io.Discard)
+			if !errors.Is(err, errUsage) {
+				t.Fatalf("parseFlags(%q) = %v, want a usage error", tt.args, err)
+			}
+			if code := exitCode(err, io.Discard); code != 2 {
+				t.Errorf("exit code %d, want 2", code)
+			}
+		})
+	}
+
+	good := []struct {
+		name string
+		args []string
+		want config
+	}{
+		{"defaults", nil, config{addr: "127.0.0.1:8080", store: "memory", redisAddr: "127.0.0.1:6379",
+			ttl: server.DefaultTTL, lockTTL: server.DefaultLockTTL, maxEntries: memstore.DefaultMaxEntries, shutdownTimeout: 10 * time.Second}},
+		{"everything", []string{"-addr", ":9000", "-store", "postgres", "-postgres-url", "postgres://localhost/idem",
+			"-ttl", "1h", "-lock-ttl", "5s", "-max-entries", "10", "-chaos", "-chaos-fail-rate", "0.1",
+			"-chaos-drop-rate", "1", "-chaos-delay-max", "1m", "-shutdown-timeout", "1s"},
+			config{addr: ":9000", store: "postgres", postgresURL: "postgres://localhost/idem", redisAddr: "127.0.0.1:6379",
+				ttl: time.Hour, lockTTL: 5 * time.Second, maxEntries: 10, chaos: true, chaosFailRate: 0.1,
+				chaosDropRate: 1, chaosDelayMax: time.Minute, shutdownTimeout: time.Second}},
+	}
+	for _, tt := range good {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := parseFlags(tt.args, io.Discard)
+			if err != nil || got != tt.want {
+				t.Fatalf("parseFlags = %+v, %v; want %+v", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestExitCode(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"clean", nil, 0},
+		{"help", flag.ErrHelp, 0},
+		{"usage", usageErr("x"), 2},
+		{"other", errors.New("listen: address in use"), 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := exitCode(tt.err, io.Discard); got != tt.want {
+				t.Errorf("exitCode(%v) = %d, want %d", tt.err, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestStoresNotBuiltIn(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"-addr", "127.0.0.1:0", "-store", "postgres", "-postgres-url", "postgres://127.0.0.1/idem"},
+		{"-addr", "127.0.0.1:0", "-store", "redis"},
+	} {
+		err := run(context.Background(), args, io.Discard, io.Discard)
+		if !errors.Is(err, errNotBuiltIn) || exitCode(err, io.Discard) != 1 {
+			t.Errorf("run(%q) = %v, want errNotBuiltIn and exit 1", args, err)
+		}
+	}
+}
