@@ -1,0 +1,195 @@
+package idem
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"syscall"
+	"testing"
+
+	"github.com/jarcoal/httpmock"
+)
+
+const mockURL = "http://api.example/v1/things"
+
+// retryMethod is a way of sending a request, for the retry table.
+type retryMethod struct {
+	name   string
+	method string
+	keyed  bool     // the request ends up with an Idempotency-Key
+	opts   []Option // extra options
+	ctxKey bool     // give the key through the context
+}
+
+var retryMethods = []retryMethod{
+	{name: "GET", method: http.MethodGet},
+	{name: "HEAD", method: http.MethodHead},
+	{name: "OPTIONS", method: http.MethodOptions},
+	{name: "TRACE", method: http.MethodTrace},
+	{name: "PUT", method: http.MethodPut},
+	{name: "DELETE", method: http.MethodDelete},
+	{name: "PUT/keyed", method: http.MethodPut, keyed: true, ctxKey: true},
+	{name: "POST/auto-key", method: http.MethodPost, keyed: true},
+	{name: "PATCH/auto-key", method: http.MethodPatch, keyed: true},
+	{name: "POST/context-key", method: http.MethodPost, keyed: true, ctxKey: true, opts: []Option{WithAutoKeys(false)}},
+	{name: "POST/no-key", method: http.MethodPost, opts: []Option{WithAutoKeys(false)}},
+	{name: "PATCH/no-key", method: http.MethodPatch, opts: []Option{WithAutoKeys(false)}},
+	{name: "PURGE/no-key", method: "PURGE"},
+	{name: "PURGE/keyed", method: "PURGE", keyed: true, ctxKey: true},
+}
+
+// TestRetryTableStatus checks CONTRACT.md §1 status by status and method by method.
+func TestRetryTableStatus(t *testing.T) {
+	t.Parallel()
+	// The statuses that may be retried for an idempotent or keyed request; 409
+	// only for a keyed one. Everything else goes back to the caller as it is.
+	retryable := map[int]bool{408: true, 429: true, 500: true, 502: true, 503: true, 504: true}
+	statuses := []int{200, 201, 204, 301, 304, 400, 401, 403, 404, 405, 408, 409, 410, 412, 413, 415, 422, 425, 429,
+		451, 500, 501, 502, 503, 504, 505, 511}
+	const maxAttempts = 3
+	for _, m := range retryMethods {
+		for _, status := range statuses {
+			want := 1
+			if (retryable[status] || status == 409 && m.keyed) &&
+				(idempotentMethod(m.method) || m.keyed) {
+				want = maxAttempts
+			}
+			t.Run(fmt.Sprintf("%s/%d", m.name, status), func(t *testing.T) {
+				t.Parallel()
+				mock := httpmock.NewMockTransport()
+				var keys []string
+				mock.RegisterResponder(m.method, mockURL, func(req *http.Request) (*http.Response, error) {
+					keys = append(keys, req.Header.Get(HeaderIdempotencyKey))
+					return httpmock.NewStringResponse(status, "x"), nil
+				})
+				opts := append([]Option{WithMaxAttempts(maxAttempts), noWait()}, m.opts...)
+				tr := NewTransport(mock, opts...)
+				ctx := context.Background()
+				if m.ctxKey {
+					ctx = WithKey(ctx, "key-from-context")
+				}
+				resp, err := tr.RoundTrip(mustRequest(t, ctx, m.method, mockURL, "payload"))
+				if err != nil {
+					t.Fatalf("RoundTrip: %v", err)
+				}
+				if resp.StatusCode != status {
+					t.Errorf("status %d, want %d", resp.StatusCode, status)
+				}
+				_ = resp.Body.Close()
+				if got := mock.GetTotalCallCount(); got != want {
+					t.Errorf("%d attempts, want %d", got, want)
+				}
+				for _, k := range keys {
+					if (k != "") != m.keyed || k != keys[0] {
+						t.Errorf("keys sent %q: want one key on every attempt=%v", keys, m.keyed)
+						break
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestRetryTableErrors checks which transport errors are retried, for each kind
+// of request.
+func TestRetryTableErrors(t *testing.T) {
+	t.Parallel()
+	dnsNotFound := &net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Err: "no such host", Name: "x.invalid", IsNotFound: true}}
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	reset := &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
+	errs := []struct {
+		name string
+		err  error
+		// class: "transient" is retried for idempotent or keyed requests,
+		// "unsent" also for unkeyed ones with WithRetryUnsent, "permanent" never.
+		class string
+	}{
+		{"connection refused", refused, "unsent"},
+		{"connection reset", reset, "transient"},
+		{"EOF", io.EOF, "transient"},
+		{"unexpected EOF", fmt.Errorf("reading: %w", io.ErrUnexpectedEOF), "transient"},
+		{"timeout", timeoutErr{}, "transient"},
+		{"broken pipe", syscall.EPIPE, "transient"},
+		{"dns temporary", &net.OpError{Op: "dial", Err: &net.DNSError{Err: "server misbehaving", IsTemporary: true}}, "unsent"},
+		{"dns not found", dnsNotFound, "permanent"},
+		{"unknown authority", x509.UnknownAuthorityError{}, "permanent"},
+		{"certificate invalid", x509.CertificateInvalidError{Reason: x509.Expired}, "permanent"},
+		{"hostname", x509.HostnameError{Host: "x"}, "permanent"},
+		{"tls verification", &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}, "permanent"},
+		{"tls record header", tls.RecordHeaderError{Msg: "not TLS"}, "permanent"},
+		{"tls alert", tls.AlertError(42), "permanent"},
+		{"unknown error", errors.New("signing failed"), "permanent"},
+	}
+	reqs := []struct {
+		name   string
+		method string
+		opts   []Option
+		ctxKey bool
+		// retried lists the classes retried for this request.
+		retried map[string]bool
+	}{
+		{"GET", http.MethodGet, nil, false, map[string]bool{"transient": true, "unsent": true}},
+		{"POST/auto-key", http.MethodPost, nil, false, map[string]bool{"transient": true, "unsent": true}},
+		{"POST/context-key", http.MethodPost, []Option{WithAutoKeys(false)}, true, map[string]bool{"transient": true, "unsent": true}},
+		{"POST/no-key", http.MethodPost, []Option{WithAutoKeys(false)}, false, map[string]bool{}},
+		{"PATCH/no-key+unsent", http.MethodPatch, []Option{WithAutoKeys(false), WithRetryUnsent()}, false, map[string]bool{"unsent": true}},
+	}
+	const maxAttempts = 3
+	for _, r := range reqs {
+		for _, e := range errs {
+			t.Run(r.name+"/"+e.name, func(t *testing.T) {
+				t.Parallel()
+				mock := httpmock.NewMockTransport()
+				mock.RegisterResponder(r.method, mockURL, httpmock.NewErrorResponder(e.err))
+				opts := append([]Option{WithMaxAttempts(maxAttempts), noWait()}, r.opts...)
+				tr := NewTransport(mock, opts...)
+				ctx := context.Background()
+				if r.ctxKey {
+					ctx = WithKey(ctx, "k1")
+				}
+				resp, err := tr.RoundTrip(mustRequest(t, ctx, r.method, mockURL, "payload"))
+				if resp != nil {
+					t.Fatalf("got a response (%d), want an error", resp.StatusCode)
+				}
+				want := 1
+				if r.retried[e.class] {
+					want = maxAttempts
+				}
+				if got := mock.GetTotalCallCount(); got != want {
+					t.Errorf("%d attempts, want %d", got, want)
+				}
+				te := asError(t, err)
+				if te.Attempts != want {
+					t.Errorf("Error.Attempts = %d, want %d", te.Attempts, want)
+				}
+				if !errors.Is(err, e.err) {
+					t.Errorf("errors.Is(err, %v) is false; err = %v", e.err, err)
+				}
+				if want == maxAttempts && !errors.Is(err, ErrExhausted) {
+					t.Errorf("retried to the end but Cause = %v, want ErrExhausted", te.Cause)
+				}
+				if want == 1 && te.Cause != nil {
+					t.Errorf("not retried but Cause = %v, want nil", te.Cause)
+				}
+			})
+		}
+	}
+}
+
+func TestReasonString(t *testing.T) {
+	t.Parallel()
+	for r, want := range map[Reason]string{
+		ReasonTransportError: "transport error", ReasonAttemptTimeout: "attempt timeout",
+		ReasonStatus: "retryable status", ReasonInProgress: "in progress", Reason(0): "unknown",
+	} {
+		if got := r.String(); got != want {
+			t.Errorf("Reason(%d).String() = %q, want %q", int(r), got, want)
+		}
+	}
+}

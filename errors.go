@@ -1,0 +1,124 @@
+package idem
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+)
+
+// Causes of an *Error. Match them with errors.Is.
+var (
+	// ErrExhausted means the retry policy ran out while the last attempt
+	// still ended in a transport error: every attempt was used (WithMaxAttempts),
+	// or the next wait would have ended past WithMaxElapsed or the context's
+	// deadline.
+	ErrExhausted = errors.New("idem: retries exhausted")
+	// ErrBudgetExhausted means the shared retry budget (WithRetryBudget) refused
+	// the retry.
+	ErrBudgetExhausted = errors.New("idem: retry budget exhausted")
+	// ErrHostCoolingDown means the host is held back by the retry budget, after a
+	// 429 or 503 with Retry-After, until a time past WithMaxElapsed or the
+	// context's deadline, so no attempt was made.
+	ErrHostCoolingDown = errors.New("idem: host is cooling down after Retry-After")
+	// ErrBodyNotReplayable means a retry was wanted but the request body could
+	// not be sent again (no GetBody and larger than WithBodyBufferLimit, or
+	// GetBody failed).
+	ErrBodyNotReplayable = errors.New("idem: request body cannot be replayed")
+	// ErrInvalidKey means the request's key (from its header, its context or the
+	// key generator) is empty, longer than 255 characters, not visible ASCII, or
+	// a malformed Structured Field string. Nothing was sent.
+	ErrInvalidKey = errors.New("idem: invalid idempotency key")
+)
+
+// Error is the error RoundTrip returns when an operation ends without an HTTP
+// response to return: its last attempt ended in a transport error, or no
+// attempt could be made. It says how many attempts were made and why the
+// Transport stopped.
+//
+// errors.Is matches its Cause and its LastErr: ErrExhausted,
+// ErrBudgetExhausted, ErrHostCoolingDown, ErrBodyNotReplayable, ErrInvalidKey,
+// or the context's error (context.Canceled, context.DeadlineExceeded, or the
+// cause given to context.WithCancelCause), and any error the last attempt
+// returned.
+type Error struct {
+	// Attempts is the number of attempts sent (0 when none was).
+	Attempts int
+	// Key is the operation's idempotency key, or "" if it had none.
+	Key string
+	// LastErr is the transport error of the last attempt, if any.
+	LastErr error
+	// LastStatus is the status code of the last response received, or 0 if
+	// there was none.
+	LastStatus int
+	// Cause is why the Transport stopped: one of the sentinel errors above or
+	// the context's cause. It is nil when LastErr is an error that may not be
+	// retried (a TLS certificate error, an unsupported scheme, a malformed
+	// request, ...).
+	Cause error
+
+	detail string // an explanation of Cause, for Error
+}
+
+// Error says how many attempts were made and why the Transport stopped.
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("idem: ")
+	switch e.Attempts {
+	case 0:
+		b.WriteString("no attempt made")
+	case 1:
+		b.WriteString("stopped after 1 attempt")
+	default:
+		b.WriteString("stopped after ")
+		b.WriteString(strconv.Itoa(e.Attempts))
+		b.WriteString(" attempts")
+	}
+	b.WriteString(": ")
+	switch {
+	case e.Cause != nil:
+		b.WriteString(strings.TrimPrefix(e.Cause.Error(), "idem: "))
+	case e.LastErr != nil:
+		b.WriteString("error not retryable")
+	default:
+		b.WriteString("unknown cause")
+	}
+	if e.detail != "" {
+		b.WriteString(" (")
+		b.WriteString(e.detail)
+		b.WriteString(")")
+	}
+	if e.LastErr != nil && e.LastErr != e.Cause {
+		b.WriteString("; last error: ")
+		b.WriteString(e.LastErr.Error())
+	}
+	if e.LastStatus != 0 {
+		b.WriteString("; last status: ")
+		b.WriteString(strconv.Itoa(e.LastStatus))
+	}
+	return b.String()
+}
+
+// Unwrap returns Cause and LastErr, leaving out the nil ones.
+func (e *Error) Unwrap() []error {
+	switch {
+	case e.Cause != nil && e.LastErr != nil:
+		return []error{e.Cause, e.LastErr}
+	case e.Cause != nil:
+		return []error{e.Cause}
+	case e.LastErr != nil:
+		return []error{e.LastErr}
+	}
+	return nil
+}
+
+// wrapError is a sentinel cause with the error that led to it.
+type wrapError struct {
+	sentinel error
+	err      error
+}
+
+func (e *wrapError) Error() string {
+	return e.sentinel.Error() + ": " + e.err.Error()
+}
+
+func (e *wrapError) Unwrap() []error { return []error{e.sentinel, e.err} }

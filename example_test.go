@@ -1,0 +1,129 @@
+package idem_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/idemkit/idem"
+)
+
+// A client that retries a POST safely: the server fails the first attempt, and
+// the retry carries the same Idempotency-Key.
+func ExampleNewClient() {
+	var (
+		mu   sync.Mutex
+		keys []string
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		keys = append(keys, r.Header.Get(idem.HeaderIdempotencyKey))
+		n := len(keys)
+		mu.Unlock()
+		if n == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer srv.Close()
+
+	client := idem.NewClient(idem.WithMaxAttempts(3), idem.WithBackoff(time.Millisecond, 10*time.Millisecond))
+	resp, err := client.Post(srv.URL+"/payments", "application/json", strings.NewReader(`{"amount":100}`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	fmt.Println(resp.StatusCode, len(keys), "attempts, same key:", keys[0] == keys[1])
+	fmt.Println("key reported:", idem.KeyFromRequest(resp.Request) == keys[0])
+	// Output:
+	// 201 2 attempts, same key: true
+	// key reported: true
+}
+
+// A key given through the context is sent on the request, whatever its method.
+func ExampleWithKey() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, r.Header.Get(idem.HeaderIdempotencyKey))
+	}))
+	defer srv.Close()
+
+	ctx := idem.WithKey(context.Background(), "order-42-capture")
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPut, srv.URL+"/orders/42", strings.NewReader("{}"))
+	resp, err := idem.NewClient().Do(req)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	fmt.Println(string(b))
+	// Output: order-42-capture
+}
+
+// KeyFor derives the same key for the same business operation in every
+// process, so a job re-run after a crash sends the key it sent before.
+func ExampleKeyFor() {
+	k1 := idem.KeyFor("invoices", "INV-2024-0042")
+	k2 := idem.KeyFor("invoices", "INV-2024-0042")
+	fmt.Println(k1)
+	fmt.Println(k1 == k2, k1 == idem.KeyFor("refunds", "INV-2024-0042"))
+	// Output:
+	// 286f987a-6196-5c51-a94f-1495d1da8d7f
+	// true false
+}
+
+// A handler that calls other services derives their keys from its own, so a
+// retry of the handler (same upstream key) sends the same keys downstream.
+func ExampleDeriveKey() {
+	upstream := "9b2c7a1e-3f4d-4c5b-8a6e-7d8f9a0b1c2d" // from the incoming Idempotency-Key
+	charge := idem.DeriveKey(upstream, "charge-card")
+	email := idem.DeriveKey(upstream, "send-receipt")
+	fmt.Println(charge == idem.DeriveKey(upstream, "charge-card"), charge == email)
+	fmt.Println(len(charge))
+	// Output:
+	// true false
+	// 36
+}
+
+// Replayed tells a first execution from a replay of a stored response.
+func ExampleReplayed() {
+	var (
+		mu   sync.Mutex
+		seen = map[string]bool{}
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get(idem.HeaderIdempotencyKey)
+		mu.Lock()
+		replay := seen[key]
+		seen[key] = true
+		mu.Unlock()
+		if replay {
+			w.Header().Set(idem.HeaderReplayed, "true")
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer srv.Close()
+
+	client := idem.NewClient()
+	ctx := idem.WithKey(context.Background(), idem.KeyFor("orders", "42"))
+	for range 2 {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/orders", strings.NewReader("{}"))
+		resp, err := client.Do(req)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		resp.Body.Close()
+		fmt.Println(resp.StatusCode, "replayed:", idem.Replayed(resp))
+	}
+	// Output:
+	// 201 replayed: false
+	// 201 replayed: true
+}

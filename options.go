@@ -1,0 +1,202 @@
+package idem
+
+import (
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Defaults of a Transport made without options.
+const (
+	DefaultMaxAttempts     = 5
+	DefaultBackoffBase     = 300 * time.Millisecond
+	DefaultBackoffMax      = 10 * time.Second
+	DefaultMaxElapsed      = 30 * time.Second
+	DefaultMaxRetryAfter   = 30 * time.Second
+	DefaultBodyBufferLimit = 1 << 20 // 1 MiB
+)
+
+// An Option configures a Transport made by NewTransport or NewClient. Options are
+// checked when they are made or applied: an impossible value panics there, with
+// a message that names the option, never later on a request.
+type Option func(*config)
+
+// config is the immutable policy of a Transport.
+type config struct {
+	maxAttempts    int
+	base, max      time.Duration
+	jitter         Jitter
+	maxElapsed     time.Duration
+	attemptTimeout time.Duration // 0: none
+	maxRetryAfter  time.Duration
+	autoKeys       bool
+	keyGen         func() string
+	keyFormat      KeyFormat
+	budget         *Budget
+	onRetry        func(RetryEvent)
+	retryUnsent    bool
+	bodyLimit      int64
+	logger         *slog.Logger
+}
+
+func defaultConfig() config {
+	return config{
+		maxAttempts:   DefaultMaxAttempts,
+		base:          DefaultBackoffBase,
+		max:           DefaultBackoffMax,
+		jitter:        FullJitter,
+		maxElapsed:    DefaultMaxElapsed,
+		maxRetryAfter: DefaultMaxRetryAfter,
+		autoKeys:      true,
+		keyGen:        uuid.NewString,
+		keyFormat:     KeyFormatRaw,
+		bodyLimit:     DefaultBodyBufferLimit,
+	}
+}
+
+// optionPanic panics with "idem: <option>: <msg>".
+func optionPanic(option, msg string) {
+	panic("idem: " + option + ": " + msg)
+}
+
+// WithMaxAttempts sets how many attempts one operation may make, counting the
+// first (default 5; 1 turns retrying off). It panics if n < 1.
+func WithMaxAttempts(n int) Option {
+	if n < 1 {
+		optionPanic("WithMaxAttempts", "n must be >= 1, got "+strconv.Itoa(n))
+	}
+	return func(c *config) { c.maxAttempts = n }
+}
+
+// WithBackoff sets the exponential backoff: the wait before retry n+1 is drawn
+// from min(max, base·2^n) by the Jitter (default base 300ms, max 10s). It panics
+// if either is negative or base > max.
+func WithBackoff(base, max time.Duration) Option {
+	if base < 0 || max < 0 {
+		optionPanic("WithBackoff", "durations must not be negative, got base "+base.String()+", max "+max.String())
+	}
+	if base > max {
+		optionPanic("WithBackoff", "base must be <= max, got base "+base.String()+", max "+max.String())
+	}
+	return func(c *config) { c.base, c.max = base, max }
+}
+
+// WithJitter selects how backoff waits are randomised (default FullJitter). It
+// panics if j is not one of the Jitter constants.
+func WithJitter(j Jitter) Option {
+	if !j.valid() {
+		optionPanic("WithJitter", "invalid Jitter "+strconv.Itoa(int(j)))
+	}
+	return func(c *config) { c.jitter = j }
+}
+
+// WithMaxElapsed caps the time one operation may spend retrying (default 30s),
+// measured from the start of RoundTrip: no wait that would end past the cap is
+// started (the last response or error is returned at once instead), and every
+// retry attempt is cut at the cap. The first attempt is bounded only by
+// WithAttemptTimeout and the request's context, as with a plain transport. It
+// panics if d <= 0.
+func WithMaxElapsed(d time.Duration) Option {
+	if d <= 0 {
+		optionPanic("WithMaxElapsed", "d must be > 0, got "+d.String())
+	}
+	return func(c *config) { c.maxElapsed = d }
+}
+
+// WithAttemptTimeout bounds each attempt until its response headers arrive
+// (default: no bound of its own). A retry attempt's bound shrinks to the time
+// left under WithMaxElapsed. The body of the response that RoundTrip returns is
+// never cut by it. A timed-out attempt counts as a network error (retried when
+// the request may be). 0 means no bound; it panics if d < 0.
+func WithAttemptTimeout(d time.Duration) Option {
+	if d < 0 {
+		optionPanic("WithAttemptTimeout", "d must not be negative, got "+d.String())
+	}
+	return func(c *config) { c.attemptTimeout = d }
+}
+
+// WithMaxRetryAfter sets the longest Retry-After the Transport waits for
+// (default 30s). A response asking for a longer wait ends the operation at once
+// and is returned to the caller. It panics if d < 0.
+func WithMaxRetryAfter(d time.Duration) Option {
+	if d < 0 {
+		optionPanic("WithMaxRetryAfter", "d must not be negative, got "+d.String())
+	}
+	return func(c *config) { c.maxRetryAfter = d }
+}
+
+// WithAutoKeys turns the generation of an Idempotency-Key for POST and PATCH
+// requests that carry none on or off (default on). Without a key, a POST or
+// PATCH is never retried.
+func WithAutoKeys(on bool) Option {
+	return func(c *config) { c.autoKeys = on }
+}
+
+// WithKeyGenerator sets the function that makes the key of an operation that
+// is given none (default: a random UUID version 4). UUIDv7 is a ready
+// alternative. A generated key that is not a valid key fails the request with
+// ErrInvalidKey. It panics if gen is nil.
+func WithKeyGenerator(gen func() string) Option {
+	if gen == nil {
+		optionPanic("WithKeyGenerator", "gen must not be nil")
+	}
+	return func(c *config) { c.keyGen = gen }
+}
+
+// WithKeyFormat sets how keys from the context or the generator are written to
+// the Idempotency-Key header (default KeyFormatRaw). A key already on the
+// request's header is sent as it is. It panics on an unknown format.
+func WithKeyFormat(f KeyFormat) Option {
+	if f != KeyFormatRaw && f != KeyFormatString {
+		optionPanic("WithKeyFormat", "unknown KeyFormat "+strconv.Itoa(int(f)))
+	}
+	return func(c *config) { c.keyFormat = f }
+}
+
+// WithRetryBudget shares a retry budget with the Transport (default none: every
+// retry the policy allows is made). Give the same Budget to every Transport that
+// calls one dependency. It panics if b is nil.
+func WithRetryBudget(b *Budget) Option {
+	if b == nil {
+		optionPanic("WithRetryBudget", "b must not be nil")
+	}
+	return func(c *config) { c.budget = b }
+}
+
+// WithOnRetry sets a function called just before the Transport waits for a
+// retry, on the goroutine of RoundTrip. It must not block for long. It panics if
+// fn is nil.
+func WithOnRetry(fn func(RetryEvent)) Option {
+	if fn == nil {
+		optionPanic("WithOnRetry", "fn must not be nil")
+	}
+	return func(c *config) { c.onRetry = fn }
+}
+
+// WithRetryUnsent lets the Transport retry a POST or PATCH that has no key when
+// the connection provably never opened (a dial error), so the server cannot have
+// seen the request. Off by default.
+func WithRetryUnsent() Option {
+	return func(c *config) { c.retryUnsent = true }
+}
+
+// WithBodyBufferLimit sets how many bytes of a request body without GetBody are
+// buffered so that it can be sent again (default 1 MiB). A larger body is sent
+// once, never retried. 0 turns buffering off. It panics if n < 0.
+func WithBodyBufferLimit(n int64) Option {
+	if n < 0 {
+		optionPanic("WithBodyBufferLimit", "n must not be negative, got "+strconv.FormatInt(n, 10))
+	}
+	return func(c *config) { c.bodyLimit = n }
+}
+
+// WithLogger logs each retry at level Info, and each operation that ends in an
+// *Error at level Warn (default: no logging). It panics if l is nil.
+func WithLogger(l *slog.Logger) Option {
+	if l == nil {
+		optionPanic("WithLogger", "l must not be nil")
+	}
+	return func(c *config) { c.logger = l }
+}

@@ -1,0 +1,76 @@
+package idem
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestOptionsPanic(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		make func()
+		want string
+	}{
+		{"MaxAttempts 0", func() { WithMaxAttempts(0) }, "idem: WithMaxAttempts: n must be >= 1, got 0"},
+		{"MaxAttempts -1", func() { WithMaxAttempts(-1) }, "idem: WithMaxAttempts: n must be >= 1, got -1"},
+		{"Backoff negative", func() { WithBackoff(-1, time.Second) }, "idem: WithBackoff: durations must not be negative"},
+		{"Backoff base > max", func() { WithBackoff(2*time.Second, time.Second) }, "idem: WithBackoff: base must be <= max"},
+		{"Jitter invalid", func() { WithJitter(Jitter(9)) }, "idem: WithJitter: invalid Jitter 9"},
+		{"MaxElapsed 0", func() { WithMaxElapsed(0) }, "idem: WithMaxElapsed: d must be > 0"},
+		{"AttemptTimeout negative", func() { WithAttemptTimeout(-time.Second) }, "idem: WithAttemptTimeout: d must not be negative"},
+		{"MaxRetryAfter negative", func() { WithMaxRetryAfter(-1) }, "idem: WithMaxRetryAfter: d must not be negative"},
+		{"KeyGenerator nil", func() { WithKeyGenerator(nil) }, "idem: WithKeyGenerator: gen must not be nil"},
+		{"KeyFormat unknown", func() { WithKeyFormat(KeyFormat(7)) }, "idem: WithKeyFormat: unknown KeyFormat 7"},
+		{"RetryBudget nil", func() { WithRetryBudget(nil) }, "idem: WithRetryBudget: b must not be nil"},
+		{"OnRetry nil", func() { WithOnRetry(nil) }, "idem: WithOnRetry: fn must not be nil"},
+		{"BodyBufferLimit negative", func() { WithBodyBufferLimit(-1) }, "idem: WithBodyBufferLimit: n must not be negative"},
+		{"Logger nil", func() { WithLogger(nil) }, "idem: WithLogger: l must not be nil"},
+		{"nil Option", func() { NewTransport(nil, nil) }, "idem: NewTransport: nil Option"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			defer func() {
+				r := recover()
+				msg, _ := r.(string)
+				if !strings.HasPrefix(msg, tt.want) {
+					t.Errorf("panic %v, want a message starting %q", r, tt.want)
+				}
+			}()
+			tt.make()
+		})
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	t.Parallel()
+	tr := NewTransport(nil)
+	if tr.next != http.DefaultTransport {
+		t.Error("nil next is not http.DefaultTransport")
+	}
+	c := tr.cfg
+	if c.maxAttempts != 5 || c.base != 300*time.Millisecond || c.max != 10*time.Second ||
+		c.jitter != FullJitter || c.maxElapsed != 30*time.Second || c.attemptTimeout != 0 ||
+		c.maxRetryAfter != 30*time.Second || !c.autoKeys || c.keyFormat != KeyFormatRaw ||
+		c.budget != nil || c.onRetry != nil || c.retryUnsent || c.bodyLimit != 1<<20 || c.logger != nil {
+		t.Errorf("defaults: %+v", c)
+	}
+	if k := c.keyGen(); checkKey(k) != "" || len(k) != 36 {
+		t.Errorf("default key %q is not a UUID", k)
+	}
+}
+
+func TestNewClient(t *testing.T) {
+	t.Parallel()
+	c := NewClient(WithMaxAttempts(2))
+	tr, ok := c.Transport.(*Transport)
+	if !ok {
+		t.Fatalf("Transport is %T", c.Transport)
+	}
+	if tr.cfg.maxAttempts != 2 || tr.next != http.DefaultTransport {
+		t.Errorf("NewClient transport: %+v", tr.cfg)
+	}
+}
