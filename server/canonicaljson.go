@@ -18,105 +18,126 @@ var errNotCanonical = errors.New("no canonical form")
 // so would make different strings equal). Objects get their members sorted by
 // key (bytewise), whitespace is dropped, strings are re-escaped minimally
 // (only ", \ and control characters), numbers keep their literal text.
+//
+// It parses into a tree and writes the tree once, so its cost is linear in
+// the body (plus sorting), whatever the nesting depth.
 func canonicalJSON(body []byte) ([]byte, bool) {
 	if !utf8.Valid(body) || !json.Valid(body) || hasSurrogateEscape(body) {
 		return nil, false
 	}
 	d := json.NewDecoder(bytes.NewReader(body))
 	d.UseNumber()
-	out, err := canonValue(d, make([]byte, 0, len(body)))
+	v, err := parseJSON(d)
 	if err != nil {
 		return nil, false
 	}
-	return out, true
+	return v.appendTo(make([]byte, 0, len(body))), true
 }
 
-// canonValue appends the canonical form of the next value of d to out.
-func canonValue(d *json.Decoder, out []byte) ([]byte, error) {
+// jsonValue is a parsed JSON value: a scalar's canonical text, an array's
+// elements or an object's members (sorted by key once parsed).
+type jsonValue struct {
+	scalar  string
+	isArray bool
+	isObj   bool
+	elems   []*jsonValue
+	members []member
+}
+
+type member struct {
+	key   string
+	value *jsonValue
+}
+
+// parseJSON parses the next value of d.
+func parseJSON(d *json.Decoder) (*jsonValue, error) {
 	tok, err := d.Token()
 	if err != nil {
 		return nil, err
 	}
 	switch t := tok.(type) {
 	case json.Delim:
-		if t == '[' {
-			return canonArray(d, out)
-		}
-		if t == '{' {
-			return canonObject(d, out)
+		switch t {
+		case '[':
+			v := &jsonValue{isArray: true}
+			for d.More() {
+				e, err := parseJSON(d)
+				if err != nil {
+					return nil, err
+				}
+				v.elems = append(v.elems, e)
+			}
+			_, err := d.Token() // ']'
+			return v, err
+		case '{':
+			v := &jsonValue{isObj: true}
+			for d.More() {
+				kt, err := d.Token()
+				if err != nil {
+					return nil, err
+				}
+				key, ok := kt.(string)
+				if !ok {
+					return nil, errNotCanonical
+				}
+				e, err := parseJSON(d)
+				if err != nil {
+					return nil, err
+				}
+				v.members = append(v.members, member{key, e})
+			}
+			if _, err := d.Token(); err != nil { // '}'
+				return nil, err
+			}
+			slices.SortFunc(v.members, func(a, b member) int { return strings.Compare(a.key, b.key) })
+			for i := 1; i < len(v.members); i++ {
+				if v.members[i].key == v.members[i-1].key {
+					return nil, errNotCanonical // duplicate key: its meaning depends on the parser
+				}
+			}
+			return v, nil
 		}
 		return nil, errNotCanonical
 	case string:
-		return appendJSONString(out, t), nil
+		return &jsonValue{scalar: string(appendJSONString(nil, t))}, nil
 	case json.Number:
-		return append(out, t...), nil
+		return &jsonValue{scalar: string(t)}, nil
 	case bool:
 		if t {
-			return append(out, "true"...), nil
+			return &jsonValue{scalar: "true"}, nil
 		}
-		return append(out, "false"...), nil
+		return &jsonValue{scalar: "false"}, nil
 	case nil:
-		return append(out, "null"...), nil
+		return &jsonValue{scalar: "null"}, nil
 	}
 	return nil, errNotCanonical
 }
 
-func canonArray(d *json.Decoder, out []byte) ([]byte, error) {
-	out = append(out, '[')
-	for i := 0; d.More(); i++ {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		var err error
-		if out, err = canonValue(d, out); err != nil {
-			return nil, err
-		}
-	}
-	if _, err := d.Token(); err != nil { // ']'
-		return nil, err
-	}
-	return append(out, ']'), nil
-}
-
-type member struct {
-	key   string
-	value []byte
-}
-
-func canonObject(d *json.Decoder, out []byte) ([]byte, error) {
-	var ms []member
-	for d.More() {
-		tok, err := d.Token()
-		if err != nil {
-			return nil, err
-		}
-		key, ok := tok.(string)
-		if !ok {
-			return nil, errNotCanonical
-		}
-		v, err := canonValue(d, nil)
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, member{key, v})
-	}
-	if _, err := d.Token(); err != nil { // '}'
-		return nil, err
-	}
-	slices.SortFunc(ms, func(a, b member) int { return strings.Compare(a.key, b.key) })
-	out = append(out, '{')
-	for i, m := range ms {
-		if i > 0 {
-			if ms[i-1].key == m.key {
-				return nil, errNotCanonical // duplicate key: meaning depends on the parser
+// appendTo appends v's canonical text to out.
+func (v *jsonValue) appendTo(out []byte) []byte {
+	switch {
+	case v.isArray:
+		out = append(out, '[')
+		for i, e := range v.elems {
+			if i > 0 {
+				out = append(out, ',')
 			}
-			out = append(out, ',')
+			out = e.appendTo(out)
 		}
-		out = appendJSONString(out, m.key)
-		out = append(out, ':')
-		out = append(out, m.value...)
+		return append(out, ']')
+	case v.isObj:
+		out = append(out, '{')
+		for i, m := range v.members {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = appendJSONString(out, m.key)
+			out = append(out, ':')
+			out = m.value.appendTo(out)
+		}
+		return append(out, '}')
 	}
-	return append(out, '}'), nil
+	return append(out, v.scalar...)
 }
 
 // appendJSONString appends s (valid UTF-8) as a JSON string, escaping only the

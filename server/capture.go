@@ -15,21 +15,27 @@ import (
 // (ProblemUnprotectable) and releases the key, whatever the handler writes.
 var ErrUnprotectable = errors.New("idem/server: a protected handler cannot hijack the connection")
 
+// ErrResponseTooLarge is returned by Write to a protected handler whose
+// response body goes past WithMaxResponseBytes: such a response cannot be
+// recorded, so it is not sent either. The middleware answers 500
+// (ProblemUnprotectable) and releases the key, as for any 5xx.
+var ErrResponseTooLarge = errors.New("idem/server: response larger than the recordable limit")
+
 // captureWriter is the http.ResponseWriter a protected handler writes to. It
 // buffers the status, the headers and up to max bytes of body, and sends
 // nothing until the middleware has the store's answer, so a response is never
 // half stored. Flush is a no-op (the response goes out whole, after it is
-// recorded). Hijack is refused (ErrUnprotectable). A body longer than max makes
-// the response unprotected: what was buffered is sent and the rest streams
-// through; it is not recorded and the key is released.
+// recorded). Hijack is refused (ErrUnprotectable). A body longer than max is
+// refused (ErrResponseTooLarge): the buffer is dropped and the request is
+// answered 500, never sent half or unrecorded.
 type captureWriter struct {
 	rw     http.ResponseWriter
 	max    int64
 	header http.Header
 	status int // final status; 0 until WriteHeader or the first Write
 	body   []byte
-	// streaming: the body crossed max and the response now goes straight to rw.
-	streaming bool
+	// tooLarge: the body went past max; it was dropped.
+	tooLarge bool
 	// hijacked: the handler tried to hijack the connection and was refused.
 	hijacked bool
 }
@@ -67,12 +73,9 @@ func (c *captureWriter) Write(p []byte) (int, error) {
 	if c.status == 0 {
 		c.status = http.StatusOK
 	}
-	if c.streaming {
-		return c.rw.Write(p)
-	}
-	if int64(len(c.body))+int64(len(p)) > c.max {
-		c.startStreaming()
-		return c.rw.Write(p)
+	if c.tooLarge || int64(len(c.body))+int64(len(p)) > c.max {
+		c.refuse()
+		return 0, ErrResponseTooLarge
 	}
 	c.body = append(c.body, p...)
 	return len(p), nil
@@ -83,25 +86,17 @@ func (c *captureWriter) WriteString(s string) (int, error) {
 	if c.status == 0 {
 		c.status = http.StatusOK
 	}
-	if c.streaming || int64(len(c.body))+int64(len(s)) > c.max {
-		if !c.streaming {
-			c.startStreaming()
-		}
-		return c.rw.Write([]byte(s))
+	if c.tooLarge || int64(len(c.body))+int64(len(s)) > c.max {
+		c.refuse()
+		return 0, ErrResponseTooLarge
 	}
 	c.body = append(c.body, s...)
 	return len(s), nil
 }
 
-// startStreaming gives up protection: it sends the status, the headers and
-// the buffered body, after which writes go straight to the client.
-func (c *captureWriter) startStreaming() {
-	c.streaming = true
-	copyHeader(c.rw.Header(), c.header)
-	c.rw.WriteHeader(c.status)
-	if len(c.body) > 0 {
-		_, _ = c.rw.Write(c.body)
-	}
+// refuse drops a response that went past the limit.
+func (c *captureWriter) refuse() {
+	c.tooLarge = true
 	c.body = nil
 }
 
@@ -131,9 +126,11 @@ func (c *captureWriter) finalStatus() int {
 	return c.status
 }
 
-// send writes the captured response to the client.
+// send writes the captured response to the client. The replay marker is
+// never sent on a first execution, even if the handler set it.
 func (c *captureWriter) send() {
 	copyHeader(c.rw.Header(), c.header)
+	delete(c.rw.Header(), HeaderReplayed)
 	c.rw.WriteHeader(c.finalStatus())
 	if len(c.body) > 0 {
 		_, _ = c.rw.Write(c.body)
@@ -141,11 +138,26 @@ func (c *captureWriter) send() {
 }
 
 // record returns the response as the store records it: the status, the
-// allow-listed headers (values copied, keys canonical) and the body, whose
-// buffer passes to the store.
+// allow-listed headers (keys canonical) and the body. The body buffer and the
+// header value slices pass to the store, which must not modify them: the
+// handler has returned and nothing else writes them. When every header the
+// handler set is allow-listed, the handler's own map is passed.
 func (c *captureWriter) record(allowed map[string]bool) *Response {
+	h := c.header
+	for k := range c.header {
+		if !allowed[k] {
+			h = filterHeader(c.header, allowed)
+			break
+		}
+	}
+	return &Response{Status: c.finalStatus(), Header: h, Body: c.body}
+}
+
+// filterHeader returns the allow-listed fields of src under canonical keys,
+// or nil if there are none.
+func filterHeader(src http.Header, allowed map[string]bool) http.Header {
 	var h http.Header
-	for k, v := range c.header {
+	for k, v := range src {
 		ck := k
 		if !allowed[ck] {
 			if ck = http.CanonicalHeaderKey(k); !allowed[ck] {
@@ -155,9 +167,9 @@ func (c *captureWriter) record(allowed map[string]bool) *Response {
 		if h == nil {
 			h = make(http.Header, len(allowed))
 		}
-		h[ck] = append(h[ck], v...)
+		h[ck] = append(h[ck][:len(h[ck]):len(h[ck])], v...)
 	}
-	return &Response{Status: c.finalStatus(), Header: h, Body: c.body}
+	return h
 }
 
 // copyHeader sets every field of src on dst, replacing what dst had.

@@ -51,11 +51,13 @@
 // Flush is a no-op: the response goes out whole. Hijack, directly or through
 // http.ResponseController, is refused with ErrUnprotectable and the request
 // is answered 500, ProblemUnprotectable. A response larger than
-// WithMaxResponseBytes streams through unprotected and is not recorded.
+// WithMaxResponseBytes is refused the same way (Write returns
+// ErrResponseTooLarge): what cannot be recorded is not sent.
 //
 // The response is not recorded, and the key is released so that a retry runs
-// the handler again, when the handler answers 5xx, panics, is refused a hijack
-// or writes more than the response limit. A panic is recovered inside the
+// the handler again (a transactional store rolls the handler's writes back),
+// when the handler answers 5xx, panics, is refused a hijack or writes more than
+// the response limit. A panic is recovered inside the
 // store's run (so the store releases its claim) and then raised again, with
 // the original value, once the store has returned: net/http (or an outer
 // recovery middleware) handles it as it would without idem, and the client

@@ -41,8 +41,8 @@ func ExampleMiddleware() {
 	}
 	post("order-42", `{"customer":"ada","amount":1000,"currency":"EUR"}`)
 	post("order-42", `{ "currency": "EUR", "amount": 1000, "customer": "ada" }`) // same JSON: replayed
-	post("order-42", `{"customer":"ada","amount":2000,"currency":"EUR"}`)       // other request: 422
-	post("", `{"customer":"ada","amount":1000,"currency":"EUR"}`)               // no key: 400
+	post("order-42", `{"customer":"ada","amount":2000,"currency":"EUR"}`)        // other request: 422
+	post("", `{"customer":"ada","amount":1000,"currency":"EUR"}`)                // no key: 400
 	// Output:
 	// 201 /payments/pay_1
 	// 201 /payments/pay_1 (replayed)

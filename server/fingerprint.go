@@ -3,8 +3,8 @@ package server
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"hash"
 	"net/http"
+	"net/url"
 )
 
 // A Fingerprint identifies the content of a request, so that a key reused for
@@ -18,11 +18,7 @@ type Fingerprint func(r *http.Request, body []byte) string
 // path with its raw query, and the exact body bytes: the same JSON with other
 // whitespace or key order is a different request.
 func ExactBody(r *http.Request, body []byte) string {
-	h := sha256.New()
-	writeTarget(h, r)
-	h.Write([]byte{'r'})
-	h.Write(body)
-	return sumHex(h)
+	return fingerprint(r, 'r', body)
 }
 
 // CanonicalJSON is a Fingerprint like ExactBody, except that a body that is
@@ -34,37 +30,49 @@ func ExactBody(r *http.Request, body []byte) string {
 // not rejected: it falls back to its exact bytes, in a separate domain, so it
 // never equals a canonicalised body; the handler decides whether it is valid.
 func CanonicalJSON(r *http.Request, body []byte) string {
-	h := sha256.New()
-	writeTarget(h, r)
 	if c, ok := canonicalJSON(body); ok {
-		h.Write([]byte{'j'})
-		h.Write(c)
-	} else {
-		h.Write([]byte{'r'})
-		h.Write(body)
+		return fingerprint(r, 'j', c)
 	}
-	return sumHex(h)
+	return fingerprint(r, 'r', body)
 }
 
-// writeTarget hashes the method and the path with its raw query, each followed
-// by a NUL (neither can contain one), so that fields cannot run into each other.
-func writeTarget(h hash.Hash, r *http.Request) {
-	var buf [256]byte
-	b := append(buf[:0], r.Method...)
-	b = append(b, 0)
-	b = append(b, r.URL.EscapedPath()...)
-	if r.URL.RawQuery != "" || r.URL.ForceQuery {
-		b = append(b, '?')
-		b = append(b, r.URL.RawQuery...)
-	}
-	b = append(b, 0)
-	h.Write(b)
-}
+// smallInput is how much fingerprint hashes from a stack buffer in one call;
+// larger inputs are streamed through a hash.Hash.
+const smallInput = 2048
 
-// sumHex returns h's digest in lower-case hex.
-func sumHex(h hash.Hash) string {
+// fingerprint hashes the method and the path with its raw query, each followed
+// by a NUL (neither can contain one, so fields cannot run into each other),
+// then the domain byte (raw or canonical JSON) and the body.
+func fingerprint(r *http.Request, domain byte, body []byte) string {
+	path := r.URL.EscapedPath()
 	var sum [sha256.Size]byte
+	if len(r.Method)+len(path)+len(r.URL.RawQuery)+4+len(body) <= smallInput {
+		var stack [smallInput]byte
+		b := appendTarget(stack[:0], r.Method, path, r.URL, domain)
+		sum = sha256.Sum256(append(b, body...))
+	} else {
+		sum = hashLarge(appendTarget(nil, r.Method, path, r.URL, domain), body)
+	}
 	var out [2 * sha256.Size]byte
-	hex.Encode(out[:], h.Sum(sum[:0]))
+	hex.Encode(out[:], sum[:])
 	return string(out[:])
+}
+
+func appendTarget(b []byte, method, path string, u *url.URL, domain byte) []byte {
+	b = append(b, method...)
+	b = append(b, 0)
+	b = append(b, path...)
+	if u.RawQuery != "" || u.ForceQuery {
+		b = append(b, '?')
+		b = append(b, u.RawQuery...)
+	}
+	return append(b, 0, domain)
+}
+
+func hashLarge(target, body []byte) (sum [sha256.Size]byte) {
+	h := sha256.New()
+	h.Write(target)
+	h.Write(body)
+	h.Sum(sum[:0])
+	return sum
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http/httptest"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -79,61 +80,68 @@ func TestCanonicalJSON(t *testing.T) {
 }
 
 // reversedJSON re-serialises a valid JSON value with every object's members in
-// reverse order and other whitespace.
+// reverse order and other whitespace, independently of canonicalJSON.
 func reversedJSON(t *testing.T, b []byte) []byte {
+	type node struct {
+		text  []byte // scalar, as encoding/json writes it
+		open  byte   // '[' or '{' for containers
+		keys  []string
+		items []*node
+	}
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.UseNumber()
-	var out bytes.Buffer
-	var value func()
-	value = func() {
+	var parse func() *node
+	parse = func() *node {
 		tok, err := d.Token()
 		if err != nil {
 			t.Fatalf("reversedJSON: %v", err)
 		}
-		switch v := tok.(type) {
-		case json.Delim:
-			if v == '[' {
-				out.WriteString("[ ")
-				for i := 0; d.More(); i++ {
-					if i > 0 {
-						out.WriteString(" ,\n")
-					}
-					value()
-				}
-				_, _ = d.Token()
-				out.WriteString(" ]")
-				return
-			}
-			var members [][]byte
-			for d.More() {
+		delim, ok := tok.(json.Delim)
+		if !ok {
+			text, _ := json.Marshal(tok) // escapes <, >, & differently from the original
+			return &node{text: text}
+		}
+		n := &node{open: byte(delim)}
+		for d.More() {
+			if delim == '{' {
 				kt, _ := d.Token()
-				kb, _ := json.Marshal(kt.(string))
-				saved := out
-				out = bytes.Buffer{}
-				value()
-				members = append(members, append(append(kb, " :\t"...), out.Bytes()...))
-				out = saved
+				n.keys = append(n.keys, kt.(string))
 			}
-			_, _ = d.Token()
+			n.items = append(n.items, parse())
+		}
+		_, _ = d.Token()
+		return n
+	}
+	var out bytes.Buffer
+	var write func(n *node)
+	write = func(n *node) {
+		switch n.open {
+		case 0:
+			out.Write(n.text)
+		case '[':
+			out.WriteString("[ ")
+			for i, it := range n.items {
+				if i > 0 {
+					out.WriteString(" ,\n")
+				}
+				write(it)
+			}
+			out.WriteString(" ]")
+		default:
 			out.WriteString("{\n")
-			for i := len(members) - 1; i >= 0; i-- {
-				out.Write(members[i])
+			for i := len(n.items) - 1; i >= 0; i-- {
+				kb, _ := json.Marshal(n.keys[i])
+				out.Write(kb)
+				out.WriteString(" :\t")
+				write(n.items[i])
 				if i > 0 {
 					out.WriteString(" , ")
 				}
 			}
 			out.WriteString("\n}")
-		case string:
-			sb, _ := json.Marshal(v) // escapes <, >, & differently from the original
-			out.Write(sb)
-		case json.Number:
-			out.WriteString(v.String())
-		case bool, nil:
-			bb, _ := json.Marshal(v)
-			out.Write(bb)
 		}
 	}
-	value()
+	write(parse())
 	return out.Bytes()
 }
 
@@ -197,4 +205,41 @@ func FuzzCanonicalJSON(f *testing.F) {
 			t.Fatalf("CanonicalJSON(%q) vs (%q) disagree with the canonical forms", a, b)
 		}
 	})
+}
+
+// TestCanonicalJSONDeepNesting pins the fix for quadratic copying: each
+// nesting level used to copy its whole subtree into its parent.
+func TestCanonicalJSONDeepNesting(t *testing.T) {
+	t.Parallel()
+	const depth = 9000
+	a := strings.Repeat(`{"b":2,"a":`, depth) + `"` + strings.Repeat("x", 1<<16) + `"` + strings.Repeat("}", depth)
+	b := strings.Repeat(`{"a":`, depth) + `"` + strings.Repeat("x", 1<<16) + `"` + strings.Repeat(`,"b":2}`, depth)
+	ca, okA := canonicalJSON([]byte(a))
+	cb, okB := canonicalJSON([]byte(b))
+	if !okA || !okB || !bytes.Equal(ca, cb) {
+		t.Fatalf("deeply nested reordered objects: ok %v %v, equal %v", okA, okB, bytes.Equal(ca, cb))
+	}
+}
+
+func BenchmarkFingerprint(b *testing.B) {
+	r := httptest.NewRequest("POST", "/payments?x=1", nil)
+	small := []byte(`{"customer":"ada","amount":1000,"currency":"EUR","meta":{"b":1,"a":[1,2,3]}}`)
+	deep := []byte(strings.Repeat(`{"a":`, 5000) + "1" + strings.Repeat("}", 5000))
+	for _, c := range []struct {
+		name string
+		f    Fingerprint
+		body []byte
+	}{
+		{"exact_small", ExactBody, small},
+		{"canonical_small", CanonicalJSON, small},
+		{"canonical_deep", CanonicalJSON, deep},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(c.body)))
+			for b.Loop() {
+				c.f(r, c.body)
+			}
+		})
+	}
 }

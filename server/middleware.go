@@ -147,11 +147,11 @@ func (ex *exchange) run(ctx context.Context) (resp *Response, keep bool) {
 		}
 	}()
 	ex.p.next.ServeHTTP(&ex.cw, r)
-	resp = ex.cw.record(ex.p.cfg.storedHeaders)
-	ex.keep = resp.Status < 500 && !ex.cw.streaming && !ex.cw.hijacked
-	if ex.cw.hijacked {
-		resp = &Response{Status: http.StatusInternalServerError}
+	if ex.cw.hijacked || ex.cw.tooLarge {
+		return &Response{Status: http.StatusInternalServerError}, false
 	}
+	resp = ex.cw.record(ex.p.cfg.storedHeaders)
+	ex.keep = resp.Status < 500
 	return resp, ex.keep
 }
 
@@ -202,9 +202,6 @@ func (ex *exchange) finish(res Result, err error) {
 			ex.problem(Problem{Type: ProblemStoreUnavailable, Title: "Idempotency store unavailable",
 				Status: http.StatusServiceUnavailable, RetryAfter: storeRetryAfter,
 				Detail: "the request was not processed; retry with the same Idempotency-Key"}, err)
-		case ex.cw.streaming:
-			ex.ev.Status, ex.ev.Err = ex.cw.finalStatus(), err // already sent, unprotected
-			ex.emit()
 		default:
 			ex.problem(Problem{Type: ProblemNotRecorded, Title: "Response not recorded",
 				Status: http.StatusServiceUnavailable, RetryAfter: storeRetryAfter,
@@ -220,9 +217,14 @@ func (ex *exchange) finish(res Result, err error) {
 				Status: http.StatusInternalServerError,
 				Detail: "the handler tried to take over the connection, which cannot be recorded"}, ErrUnprotectable)
 			return
-		case !ex.cw.streaming:
-			ex.cw.send()
+		case ex.cw.tooLarge:
+			ex.problem(Problem{Type: ProblemUnprotectable, Title: "Response too large to record",
+				Status: http.StatusInternalServerError,
+				Detail: fmt.Sprintf("the response exceeded %d bytes and could not be recorded (see WithMaxResponseBytes)",
+					ex.p.cfg.maxResponseBytes)}, ErrResponseTooLarge)
+			return
 		}
+		ex.cw.send()
 		ex.ev.Status, ex.ev.Stored = ex.cw.finalStatus(), ex.keep
 		ex.emit()
 	case OutcomeReplayed:

@@ -132,10 +132,12 @@ func WithMaxBodyBytes(n int64) Option {
 }
 
 // WithMaxResponseBytes bounds the response body that is captured and recorded
-// (default 1 MiB). A handler that writes more is not protected: once the limit
-// is crossed its response streams to the client as it is written, it is not
-// recorded and the key is released, so a retry runs the handler again. Set the
-// limit above the largest response a protected endpoint can give.
+// (default 1 MiB). A handler that writes more gets ErrResponseTooLarge from
+// Write, and the request is answered 500 (ProblemUnprotectable): a response
+// that cannot be recorded is not sent either, because a transactional store
+// rolls back what is not recorded, and a client must never be told of a
+// success that was undone. As for any 5xx, the key is released. Set the limit
+// above the largest response a protected endpoint gives.
 func WithMaxResponseBytes(n int64) Option {
 	if n < 0 {
 		panic(fmt.Sprintf("idem/server: WithMaxResponseBytes: %d is negative", n))

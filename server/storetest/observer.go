@@ -15,9 +15,9 @@ import (
 type observer struct {
 	store server.Store
 
-	mu       sync.Mutex
-	counts   counts
-	changed  chan struct{} // closed and replaced on every change
+	mu      sync.Mutex
+	counts  counts
+	changed chan struct{} // closed and replaced on every change
 }
 
 // counts is what the observer saw.
