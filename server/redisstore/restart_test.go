@@ -1,0 +1,155 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemkit/idem/server"
+)
+
+// freeAddr returns a loopback address with a port nothing listens on now.
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return addr
+}
+
+// privateRedis is a redis-server of the test's own, on a free port, without
+// persistence: a restart loses every key and every cached script.
+type privateRedis struct {
+	t    *testing.T
+	port int
+	cmd  *exec.Cmd
+}
+
+func startPrivateRedis(t *testing.T) *privateRedis {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		skipOrFail(t, "redis-server not in PATH (%v): install it (apt-get install redis-server) to run the restart tests", err)
+	}
+	_, p, _ := net.SplitHostPort(freeAddr(t))
+	port, _ := strconv.Atoi(p)
+	r := &privateRedis{t: t, port: port}
+	r.start()
+	t.Cleanup(r.kill)
+	return r
+}
+
+func (r *privateRedis) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(r.port)) }
+
+func (r *privateRedis) start() {
+	r.t.Helper()
+	r.cmd = exec.Command("redis-server", "--port", strconv.Itoa(r.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no")
+	if err := r.cmd.Start(); err != nil {
+		r.t.Fatalf("starting redis-server: %v", err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: r.addr(), MaxRetries: -1})
+	defer func() { _ = c.Close() }()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Ping(context.Background()).Err() != nil {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("private redis-server on %s did not come up", r.addr())
+		}
+		time.Sleep(5 * time.Millisecond) // polling for the server to accept connections
+	}
+}
+
+func (r *privateRedis) kill() {
+	if r.cmd == nil {
+		return
+	}
+	_ = r.cmd.Process.Kill()
+	_ = r.cmd.Wait()
+	r.cmd = nil
+}
+
+func (r *privateRedis) client(t *testing.T) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: r.addr(), DialTimeout: time.Second,
+		ReadTimeout: time.Second, WriteTimeout: time.Second})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Redis restarts (losing its data) between the claim and the finish: Do fails
+// cleanly and a retry afterwards executes, since nothing was recorded.
+func TestRedisRestartBetweenClaimAndFinish(t *testing.T) {
+	t.Parallel()
+	srv := startPrivateRedis(t)
+	s := New(srv.client(t))
+	r := req("k", "fp")
+	r.LockTTL = 3 * time.Second
+
+	started, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		_, err := s.Do(context.Background(), r, func(context.Context) (*server.Response, bool) {
+			close(started)
+			<-release
+			return response(201, "first"), true
+		})
+		done <- err
+	}()
+	<-started
+	srv.kill()
+	srv.start()
+	close(release)
+	err := <-done
+	if !isNotRecorded(err) {
+		t.Fatalf("Do across a restart: %v, want an error wrapping ErrNotRecorded", err)
+	}
+
+	calls := 0
+	got, err := s.Do(context.Background(), r, respond(&calls, response(201, "second")))
+	if err != nil || got.Outcome != server.OutcomeExecuted || calls != 1 {
+		t.Fatalf("retry after the restart: %+v, %v (ran %d times); want executed", got, err, calls)
+	}
+	if got := mustDo(t, s, r, neverRun(t)); string(got.Response.Body) != "second" {
+		t.Fatalf("replay = %q, want the retry's response", got.Response.Body)
+	}
+}
+
+// Redis goes away while the handler runs and stays away: renewals fail until
+// the lease would have expired, then the handler's context is cancelled and Do
+// reports the response as not recorded.
+func TestRedisDownCancelsHandlerAtLeaseExpiry(t *testing.T) {
+	t.Parallel()
+	srv := startPrivateRedis(t)
+	s := New(srv.client(t), WithOpTimeout(100*time.Millisecond))
+	r := req("k", "fp")
+	r.LockTTL = 400 * time.Millisecond
+
+	var cause error
+	var waited time.Duration
+	_, err := s.Do(context.Background(), r, func(ctx context.Context) (*server.Response, bool) {
+		srv.kill()
+		start := time.Now()
+		select {
+		case <-ctx.Done():
+			cause, waited = context.Cause(ctx), time.Since(start)
+		case <-time.After(20 * r.LockTTL):
+			t.Error("handler context not cancelled while Redis was down")
+		}
+		return response(201, "late"), true
+	})
+	if !errors.Is(cause, ErrLeaseLost) {
+		t.Fatalf("context cause = %v, want ErrLeaseLost", cause)
+	}
+	if waited > r.LockTTL+DefaultOpTimeout {
+		t.Fatalf("cancelled %v after Redis went down, want about LockTTL (%v)", waited, r.LockTTL)
+	}
+	if !isNotRecorded(err) || !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("Do error = %v, want ErrNotRecorded and ErrLeaseLost", err)
+	}
+}
