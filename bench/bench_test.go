@@ -1,0 +1,108 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestQuickRun runs every section in quick mode, as `go run ./cmd/bench -quick`
+// does, and checks that the outputs exist and that the invariants hold: idem's
+// client on idem's server never charges twice, and the retry budget keeps the
+// attempts per call of a storm well below MaxAttempts.
+func TestQuickRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the quick run takes tens of seconds")
+	}
+	out := t.TempDir()
+	rep, err := Run(context.Background(), Config{Quick: true, Out: out, Command: "go test -run TestQuickRun", Log: t.Output()})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("outputs", func(t *testing.T) {
+		md, err := os.ReadFile(filepath.Join(out, ResultsFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"## 1.", "## 2.", "## 3.", "## 4.", "## 5.", "cores", "go1.", "go test -run TestQuickRun"} {
+			if !bytes.Contains(md, []byte(want)) {
+				t.Errorf("%s lacks %q", ResultsFile, want)
+			}
+		}
+		for _, name := range []string{ChartContentionCalls, ChartContentionTime, ChartStorm} {
+			b, err := os.ReadFile(filepath.Join(out, name))
+			if err != nil {
+				t.Error(err)
+				continue
+			}
+			if !bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) || len(b) > 200<<10 {
+				t.Errorf("%s: not a small PNG (%d bytes)", name, len(b))
+			}
+		}
+	})
+
+	t.Run("overhead", func(t *testing.T) {
+		if len(rep.Overhead) != 2*len(OverheadContenders()) {
+			t.Fatalf("%d overhead rows, want %d", len(rep.Overhead), 2*len(OverheadContenders()))
+		}
+		for _, o := range rep.Overhead {
+			if o.NsPerOp <= 0 || o.AllocsPerOp <= 0 {
+				t.Errorf("%s over %v: %v ns/op, %d allocs/op", o.Name, o.Target, o.NsPerOp, o.AllocsPerOp)
+			}
+		}
+	})
+
+	t.Run("idem never charges twice", func(t *testing.T) {
+		seen := 0
+		for _, f := range rep.Faults {
+			if f.Client.Name != "idem" || f.Client.Route != RouteKeyed {
+				continue
+			}
+			seen++
+			if f.Duplicates != 0 || f.Payments > f.Ops {
+				t.Errorf("%s: idem on %s made %d payments for %d operations (%d duplicates)",
+					f.Scenario, f.Client.Route, f.Payments, f.Ops, f.Duplicates)
+			}
+			if f.Attempts < f.Ops {
+				t.Errorf("%s: %d attempts for %d operations", f.Scenario, f.Attempts, f.Ops)
+			}
+		}
+		if seen != len(rep.FaultCfg.Scenarios) {
+			t.Errorf("%d idem rows on %s, want one per scenario (%d)", seen, RouteKeyed, len(rep.FaultCfg.Scenarios))
+		}
+	})
+
+	t.Run("retry budget bounds the storm", func(t *testing.T) {
+		st := rep.Storm
+		if st == nil {
+			t.Fatal("no storm result")
+		}
+		limit := float64(st.Config.MaxAttempts) / 2
+		if got := st.Budget.OutageAttemptsPerCall(); got >= limit || got < 1 {
+			t.Errorf("with the budget: %.2f attempts per call in the outage, want in [1, %.1f)", got, limit)
+		}
+		// Without the budget the calls retry until MaxAttempts or the time cap,
+		// which a loaded machine reaches sooner: logged, not asserted.
+		t.Logf("attempts per call in the outage: %.2f without the budget, %.2f with it",
+			st.NoBudget.OutageAttemptsPerCall(), st.Budget.OutageAttemptsPerCall())
+		if st.NoBudget.RetriesDenied != 0 {
+			t.Errorf("%d retries denied without a budget", st.NoBudget.RetriesDenied)
+		}
+	})
+
+	t.Run("server", func(t *testing.T) {
+		rows := rep.Server.Rows
+		if len(rows) != 3 || !strings.Contains(rows[1].Store, "memory") {
+			t.Fatalf("server rows: %+v", rows)
+		}
+		for _, r := range rows {
+			if r.Requests == 0 || r.Errors != 0 || r.P99 < r.P50 {
+				t.Errorf("%s, %s: %d requests, %d errors, p50 %v, p99 %v", r.Store, r.Case, r.Requests, r.Errors, r.P50, r.P99)
+			}
+		}
+	})
+}

@@ -1,0 +1,22 @@
+// Package bench measures idem side by side with its peers (go-retryablehttp,
+// failsafe-go's failsafehttp, cenkalti/backoff/v4) and writes the results as
+// Markdown tables and PNG charts.
+//
+// It is its own module, so the root module never depends on the peers or on
+// gonum/plot. One command runs every section and writes results/RESULTS.md:
+//
+//	cd bench && go run ./cmd/bench          # full run, a few minutes on 2 cores
+//	cd bench && go run ./cmd/bench -quick   # CI-sized smoke run, under a minute
+//
+// The client overhead measurements are also ordinary benchmarks:
+//
+//	cd bench && go test -run '^$' -bench Overhead -benchmem
+//
+// Sections:
+//
+//  1. Client overhead on the success path (Overhead).
+//  2. Correctness under faults: duplicate payments and attempts per operation (Faults).
+//  3. The AWS "Exponential Backoff and Jitter" contention simulation, in virtual time (Contention).
+//  4. Retry storm against a failing dependency, with and without a retry budget (Storm).
+//  5. Server throughput and p99 latency per store against the bare handler (ServerLoad).
+package bench

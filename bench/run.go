@@ -1,0 +1,208 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+// Config says what Run measures and where it writes.
+type Config struct {
+	// Quick makes every section CI-sized: the whole run takes under a minute.
+	Quick bool
+	// Out is the directory RESULTS.md and the charts are written to.
+	Out string
+	// Command is how the run was started, quoted in RESULTS.md.
+	Command string
+	// Sections lists the sections to run (1 to 5); empty means all.
+	Sections []int
+	// Log receives one line of progress per step; nil discards it.
+	Log io.Writer
+}
+
+// Report holds every section's results, as Run wrote them.
+type Report struct {
+	Quick      bool
+	Command    string
+	Started    time.Time
+	Elapsed    time.Duration
+	Machine    Machine
+	Overhead   []OverheadResult
+	Faults     []FaultResult
+	FaultCfg   FaultConfig
+	Contention []ContentionPoint
+	ContCfg    ContentionConfig
+	Storm      *StormResult
+	Server     *ServerLoadReport
+	ServerCfg  ServerLoadConfig
+	// Charts lists the PNG files written, relative to Out.
+	Charts []string
+}
+
+// Chart file names, in Out.
+const (
+	ChartContentionCalls = "contention_calls.png"
+	ChartContentionTime  = "contention_time.png"
+	ChartStorm           = "storm.png"
+	ResultsFile          = "RESULTS.md"
+)
+
+// Run runs the selected sections, writes RESULTS.md and the charts into
+// cfg.Out, and returns what it measured.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if cfg.Out == "" {
+		return nil, fmt.Errorf("bench: Run: Out must be set")
+	}
+	for _, s := range cfg.Sections {
+		if s < 1 || s > 5 {
+			return nil, fmt.Errorf("bench: Run: no section %d (sections are 1 to 5)", s)
+		}
+	}
+	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	logf := func(format string, args ...any) {
+		if cfg.Log != nil {
+			fmt.Fprintf(cfg.Log, format+"\n", args...)
+		}
+	}
+	want := func(s int) bool { return len(cfg.Sections) == 0 || slices.Contains(cfg.Sections, s) }
+	rep := &Report{Quick: cfg.Quick, Command: cfg.Command, Started: time.Now(), Machine: ThisMachine()}
+	p := paramsFor(cfg.Quick)
+	var err error
+
+	if want(1) {
+		logf("1/5 client overhead (%v per benchmark, %d rounds)", p.overhead.BenchTime, p.overhead.Rounds)
+		if rep.Overhead, err = RunOverhead(p.overhead, OverheadContenders()); err != nil {
+			return nil, err
+		}
+	}
+	if want(2) {
+		logf("2/5 correctness under faults (%d payments per client and scenario)", p.faults.Ops)
+		rep.FaultCfg = p.faults
+		if rep.Faults, err = RunFaults(ctx, p.faults, FaultClients()); err != nil {
+			return nil, err
+		}
+	}
+	if want(3) {
+		logf("3/5 jitter: contention simulation (%d runs per point)", p.contention.Runs)
+		rep.ContCfg = p.contention
+		rep.Contention = RunContention(p.contention, ContentionStrategies())
+		if err := writeContentionCharts(cfg.Out, rep.Contention); err != nil {
+			return nil, err
+		}
+		rep.Charts = append(rep.Charts, ChartContentionCalls, ChartContentionTime)
+	}
+	if want(4) {
+		logf("4/5 retry storm (%v outage at %d calls/s)", p.storm.Outage, p.storm.Rate)
+		st, err := RunStorm(ctx, p.storm)
+		if err != nil {
+			return nil, err
+		}
+		rep.Storm = &st
+		if err := writeStormChart(cfg.Out, st); err != nil {
+			return nil, err
+		}
+		rep.Charts = append(rep.Charts, ChartStorm)
+	}
+	if want(5) {
+		logf("5/5 server throughput (%d workers, %d rounds of %v per row)", p.server.Workers, p.server.Rounds, p.server.Duration)
+		rep.ServerCfg = p.server
+		sl, err := RunServerLoad(ctx, p.server, ServerStores())
+		if err != nil {
+			return nil, err
+		}
+		rep.Server = &sl
+	}
+	rep.Elapsed = time.Since(rep.Started)
+	path := filepath.Join(cfg.Out, ResultsFile)
+	if err := os.WriteFile(path, []byte(rep.Markdown()), 0o644); err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	logf("wrote %s in %v", path, rep.Elapsed.Round(time.Second))
+	return rep, nil
+}
+
+// params are the settings of every section for one mode.
+type params struct {
+	overhead   OverheadConfig
+	faults     FaultConfig
+	contention ContentionConfig
+	storm      StormConfig
+	server     ServerLoadConfig
+}
+
+// paramsFor returns the full run's settings, or the quick run's.
+func paramsFor(quick bool) params {
+	p := params{
+		overhead:   OverheadConfig{BenchTime: time.Second, Rounds: 3},
+		faults:     DefaultFaults(),
+		contention: DefaultContention(),
+		storm:      DefaultStorm(),
+		server:     ServerLoadConfig{Workers: 16, Duration: 2 * time.Second, Warmup: 500 * time.Millisecond, Rounds: 3},
+	}
+	if !quick {
+		return p
+	}
+	p.overhead = OverheadConfig{BenchTime: 100 * time.Millisecond, Rounds: 1}
+	p.faults.Ops, p.faults.Concurrency = 30, 15
+	p.contention.Clients = []int{1, 10, 20, 30, 40, 50}
+	p.contention.Runs = 10
+	// As many calls in the outage as the full run (400), in half the time.
+	p.storm.Rate = 400
+	p.storm.Warmup, p.storm.Outage, p.storm.Recovery = 250*time.Millisecond, time.Second, 250*time.Millisecond
+	p.server = ServerLoadConfig{Workers: 8, Duration: 300 * time.Millisecond, Warmup: 100 * time.Millisecond, Rounds: 1}
+	return p
+}
+
+// writeContentionCharts draws section 3's two charts.
+func writeContentionCharts(dir string, pts []ContentionPoint) error {
+	var calls, times []Series
+	for _, s := range ContentionStrategies() {
+		c, t := Series{Name: s.Name}, Series{Name: s.Name}
+		for _, p := range pts {
+			if p.Strategy != s.Name {
+				continue
+			}
+			c.X, c.Y = append(c.X, float64(p.Clients)), append(c.Y, p.Calls)
+			t.X, t.Y = append(t.X, float64(p.Clients)), append(t.Y, p.Time.Seconds()*1000)
+		}
+		calls, times = append(calls, c), append(times, t)
+	}
+	if err := writeLineChart(filepath.Join(dir, ChartContentionCalls), "OCC contention: total calls (lower is better)",
+		"contending clients", "writes sent, mean per run", calls); err != nil {
+		return err
+	}
+	return writeLineChart(filepath.Join(dir, ChartContentionTime), "OCC contention: completion time (lower is better)",
+		"contending clients", "time until the last client succeeds (ms)", times)
+}
+
+// writeStormChart draws section 4's chart: attempts per second received by the
+// failing dependency, with and without the budget, and the offered load.
+func writeStormChart(dir string, st StormResult) error {
+	// Drop the empty buckets after the last attempt.
+	n := 0
+	for i := range st.Offered {
+		if st.Offered[i] > 0 || st.NoBudget.Load[i] > 0 || st.Budget.Load[i] > 0 {
+			n = i + 1
+		}
+	}
+	secs := func(name string, ys []float64) Series {
+		s := Series{Name: name}
+		for i, y := range ys[:n] {
+			s.X = append(s.X, (float64(i)+0.5)*st.Config.Bucket.Seconds())
+			s.Y = append(s.Y, y)
+		}
+		return s
+	}
+	title := fmt.Sprintf("Retry storm: the dependency fails from %v to %v", st.Config.Warmup, st.Config.Warmup+st.Config.Outage)
+	return writeLineChart(filepath.Join(dir, ChartStorm), title, "time (s)", "per second", []Series{
+		secs("logical calls started", st.Offered),
+		secs("attempts received, no budget", st.NoBudget.Load),
+		secs("attempts received, retry budget", st.Budget.Load),
+	})
+}
