@@ -1,0 +1,240 @@
+package pgstore_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem/server"
+	"github.com/idemkit/idem/server/pgstore"
+	"github.com/idemkit/idem/server/pgstore/internal/pgtest"
+	"github.com/idemkit/idem/server/pgstore/pgpayments"
+)
+
+func TestDoConcurrentDuplicatesRunOnce(t *testing.T) {
+	t.Parallel()
+	const n = 10
+	e := newEnv(t)
+	var calls atomic.Int32
+	run := func(ctx context.Context) (*server.Response, bool) {
+		calls.Add(1)
+		if err := e.ledger.Insert(ctx, paymentFor(ctx)); err != nil {
+			t.Errorf("insert: %v", err)
+			return &server.Response{Status: 503}, false
+		}
+		return &server.Response{Status: 201, Body: []byte("paid")}, true
+	}
+	start := make(chan struct{})
+	results := make([]server.Result, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			results[i], errs[i] = e.store.Do(context.Background(), req("dup", "fp"), run)
+		})
+	}
+	close(start)
+	wg.Wait()
+	executed := 0
+	for i, r := range results {
+		if errs[i] != nil {
+			t.Fatalf("Do %d: %v", i, errs[i])
+		}
+		switch r.Outcome {
+		case server.OutcomeExecuted:
+			executed++
+		case server.OutcomeReplayed:
+			if string(r.Response.Body) != "paid" {
+				t.Fatalf("Do %d replayed %q", i, r.Response.Body)
+			}
+		case server.OutcomeInProgress:
+			if r.RetryAfter <= 0 {
+				t.Fatalf("Do %d: in progress without RetryAfter", i)
+			}
+		default:
+			t.Fatalf("Do %d = %v", i, r.Outcome)
+		}
+	}
+	if executed != 1 || calls.Load() != 1 || e.count(t) != 1 {
+		t.Fatalf("%d executed, %d runs, %d payments; want exactly 1 each", executed, calls.Load(), e.count(t))
+	}
+}
+
+// holdClaim starts a Do on key whose handler writes a payment and then blocks
+// until release is called (at the latest when the test ends); it returns once
+// the claim is held.
+func holdClaim(t *testing.T, e env, r server.Request, keep bool) (release func(), done chan server.Result) {
+	t.Helper()
+	claimed := make(chan struct{})
+	released := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(released) }) }
+	t.Cleanup(release) // a failed test must not leave the row locked: its table is dropped
+	done = make(chan server.Result, 1)
+	go func() {
+		res, err := e.store.Do(context.Background(), r, func(ctx context.Context) (*server.Response, bool) {
+			if err := e.ledger.Insert(ctx, paymentFor(ctx)); err != nil {
+				t.Errorf("insert: %v", err)
+			}
+			close(claimed)
+			<-released
+			return &server.Response{Status: 201, Body: []byte("first")}, keep
+		})
+		if err != nil {
+			t.Errorf("holding Do: %v", err)
+		}
+		done <- res
+	}()
+	select {
+	case <-claimed:
+	case res := <-done:
+		t.Fatalf("holding Do returned %+v without running its handler", res)
+	}
+	return release, done
+}
+
+// waitForLockWaiter returns once a backend waits for a lock in a statement on
+// e's table: a duplicate is blocked on the claim.
+func waitForLockWaiter(t *testing.T, e env) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		var n int
+		err := e.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+WHERE wait_event_type = 'Lock' AND position($1 in query) > 0`, e.table).Scan(&n)
+		if err != nil {
+			t.Fatalf("waiting for a lock waiter: %v", err)
+		}
+		if n > 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("no duplicate ever waited on the claim")
+		case <-time.After(time.Millisecond): // poll pg_stat_activity; not an ordering assumption
+		}
+	}
+}
+
+func TestDoDuplicateBeyondLockTimeoutIsInProgress(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, pgstore.WithLockTimeout(20*time.Millisecond))
+	release, done := holdClaim(t, e, req("k", "fp"), true)
+	// Another store on another table with the same scope, key and fingerprint:
+	// its claims are independent of e's.
+	other := newEnv(t)
+	calls := 0
+	if res, err := other.store.Do(context.Background(), req("k", "fp"), payRun(t, other, &calls, true)); err != nil || res.Outcome != server.OutcomeExecuted {
+		t.Fatalf("same key on another table = %v, %v; want executed", res.Outcome, err)
+	}
+	for _, tt := range []struct {
+		fp         string
+		want       server.Outcome
+		retryAfter time.Duration
+	}{
+		{"fp", server.OutcomeInProgress, pgstore.InProgressRetryAfter},
+		{"other", server.OutcomeMismatch, 0},
+		{"fp", server.OutcomeInProgress, pgstore.InProgressRetryAfter},
+	} {
+		res, err := e.store.Do(context.Background(), req("k", tt.fp), func(context.Context) (*server.Response, bool) {
+			t.Error("duplicate ran while the first holds the claim")
+			return nil, false
+		})
+		if err != nil || res.Outcome != tt.want || res.RetryAfter != tt.retryAfter || res.Response != nil {
+			t.Fatalf("duplicate (fingerprint %s) = %+v, %v; want %v with RetryAfter %v", tt.fp, res, err, tt.want, tt.retryAfter)
+		}
+	}
+	release()
+	if res := <-done; res.Outcome != server.OutcomeExecuted {
+		t.Fatalf("first = %v", res.Outcome)
+	}
+	res, err := e.store.Do(context.Background(), req("k", "fp"), nil)
+	if err != nil || res.Outcome != server.OutcomeReplayed || string(res.Response.Body) != "first" || e.count(t) != 1 {
+		t.Fatalf("after the first finished = %+v, %v, %d payments; want its replay, 1 payment", res, err, e.count(t))
+	}
+}
+
+func TestDoDuplicateWaitsForTheFirst(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		keep      bool
+		fp        string
+		want      server.Outcome
+		wantBody  string
+		wantCount int
+	}{
+		{"first recorded: replay", true, "fp", server.OutcomeReplayed, "first", 1},
+		{"first recorded, other fingerprint: mismatch", true, "other", server.OutcomeMismatch, "", 1},
+		{"first rolled back: the duplicate runs", false, "fp", server.OutcomeExecuted, "second", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, pgstore.WithLockTimeout(time.Minute))
+			release, done := holdClaim(t, e, req("k", "fp"), tt.keep)
+			second := make(chan server.Result, 1)
+			go func() {
+				res, err := e.store.Do(context.Background(), req("k", tt.fp), func(ctx context.Context) (*server.Response, bool) {
+					if err := e.ledger.Insert(ctx, paymentFor(ctx)); err != nil {
+						t.Errorf("insert: %v", err)
+					}
+					return &server.Response{Status: 201, Body: []byte("second")}, true
+				})
+				if err != nil {
+					t.Errorf("second Do: %v", err)
+				}
+				second <- res
+			}()
+			waitForLockWaiter(t, e)
+			release()
+			<-done
+			res := <-second
+			body := ""
+			if res.Response != nil {
+				body = string(res.Response.Body)
+			}
+			if res.Outcome != tt.want || body != tt.wantBody || e.count(t) != tt.wantCount {
+				t.Fatalf("second = %v %q, %d payments; want %v %q, %d", res.Outcome, body, e.count(t), tt.want, tt.wantBody, tt.wantCount)
+			}
+		})
+	}
+}
+
+func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t, 16)
+	table, ledgerTable := pgtest.Table(t, pool, "idem_test"), pgtest.Table(t, pool, "pay_test")
+	store, err := pgstore.New(pool, pgstore.WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ledger, err := pgpayments.New(pool, ledgerTable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 12)
+	for range 6 { // the tables do not exist yet: the first creates them, the rest find them
+		wg.Go(func() { <-start; errs <- store.Migrate(context.Background()) })
+		wg.Go(func() { <-start; errs <- ledger.Migrate(context.Background()) })
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := env{pool: pool, store: store, ledger: ledger, table: table}
+	calls := 0
+	if res, err := store.Do(context.Background(), req("k", "fp"), payRun(t, e, &calls, true)); err != nil || res.Outcome != server.OutcomeExecuted {
+		t.Fatalf("Do on the migrated tables = %v, %v", res.Outcome, err)
+	}
+}

@@ -1,0 +1,129 @@
+// Package pgstore is a server.Store on PostgreSQL (through pgx v5) in which the
+// claim of an idempotency key, the handler's business writes and the recorded
+// response commit in one transaction: a crash, a panic or a 5xx between the
+// business write and the record leaves neither, and a retry runs the handler
+// again. It lives in its own module so that users of idem's client never
+// download pgx.
+//
+// # Usage
+//
+//	pool, _ := pgxpool.New(ctx, "postgres://...")
+//	store, err := pgstore.New(pool) // options: WithTable, WithLockTimeout, WithFinishTimeout
+//	if err != nil { ... }
+//	if err := store.Migrate(ctx); err != nil { ... } // once, at start-up; idempotent
+//	stop := store.StartReaper(ctx, pgstore.Reaper{})  // deletes expired records
+//	defer stop()
+//
+//	mux.Handle("POST /payments", server.Middleware(store)(http.HandlerFunc(create)))
+//
+//	func create(w http.ResponseWriter, r *http.Request) {
+//		tx := pgstore.Tx(r.Context()) // the store's transaction: write through it
+//		_, err := tx.Exec(r.Context(), "INSERT INTO payments ...", ...)
+//		...
+//	}
+//
+// A handler writes through Tx(ctx) and never commits or rolls back itself: the
+// store commits after recording the response (Commit on that Tx returns
+// ErrSharedTx), or rolls back when the middleware says the response is not kept
+// (a 5xx, a panic, a streamed or hijacked response). Writes made on another
+// connection are not covered. Package pgpayments is such a Ledger for the demo
+// payments API.
+//
+// # How Do works
+//
+// Do takes a connection from the pool, begins a transaction and, in one round
+// trip, sets lock_timeout (WithLockTimeout) for the claim only, and claims:
+//
+//	INSERT INTO idem_keys AS k (scope, key, fingerprint, owner_token, state, created_at, expires_at)
+//	SELECT $scope, $key, $fingerprint, $owner, 'claimed', clock_timestamp(), clock_timestamp() + $ttl
+//	WHERE NOT EXISTS (SELECT 1 FROM idem_keys WHERE scope = $scope AND key = $key AND expires_at > clock_timestamp())
+//	ON CONFLICT (scope, key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, owner_token = EXCLUDED.owner_token,
+//	    state = 'claimed', status = NULL, header_names = NULL, header_values = NULL, body = NULL,
+//	    created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
+//	WHERE k.expires_at <= clock_timestamp()
+//	RETURNING owner_token
+//
+// A row back means the key was free or its record had expired: this
+// transaction holds the claim, the row lock of an uncommitted row. It also takes
+// a transaction-scoped advisory lock keyed by a hash of (table, scope, key,
+// fingerprint), then runs the handler with the transaction in its context. If
+// the response is kept, Do records it with a compare-and-set on the owner token
+// and commits, both pipelined in one round trip:
+//
+//	WITH done AS (UPDATE idem_keys SET state = 'done', status = $status, header_names = $names,
+//	        header_values = $values, body = $body
+//	    WHERE scope = $scope AND key = $key AND owner_token = $owner AND state = 'claimed' RETURNING 1)
+//	SELECT CASE WHEN (SELECT count(*) FROM done) = 1 THEN 1
+//	    ELSE ('pgstore: claim lost, rows updated: ' || (SELECT count(*) FROM done))::int END;
+//	COMMIT;
+//
+// (A compare-and-set that matches no row fails the statement, so that
+// PostgreSQL skips the pipelined COMMIT.)
+// If the UPDATE or the COMMIT fails, the business writes are gone with it and Do
+// returns an error wrapping server.ErrNotRecorded. If the response is not kept,
+// or the handler panics, Do rolls back. Both run on a context detached from the
+// request (WithFinishTimeout), so a client that disconnects still ends the
+// transaction; a connection that cannot is closed, and PostgreSQL rolls back.
+//
+// No row back, because a live record exists: the record, read in the same round
+// trip, answers OutcomeReplayed (same fingerprint, byte for byte) or
+// OutcomeMismatch. Committed rows always hold a response: a claim is only ever
+// committed together with it.
+//
+// A claim that meets the uncommitted row of a request in progress waits for it:
+// if that request finishes within the lock timeout the duplicate gets its replay
+// (or runs, if it rolled back). Past the lock timeout (SQLSTATE 55P03), Do
+// probes the owner's advisory lock to tell the two cases apart: the same
+// fingerprint is OutcomeInProgress with RetryAfter InProgressRetryAfter (the
+// remaining time of an uncommitted claim is unknown), another fingerprint is
+// OutcomeMismatch.
+//
+// A store that cannot be reached fails Do before the handler runs; the
+// middleware answers 503. The record expires TTL after the claim; an expired
+// record is taken over by the next claim, and deleted by DeleteExpired, which
+// removes at most a batch of rows per statement, skipping rows a claim holds:
+//
+//	DELETE FROM idem_keys WHERE ctid = ANY (ARRAY(
+//	    SELECT ctid FROM idem_keys WHERE expires_at <= clock_timestamp() LIMIT $batch FOR UPDATE SKIP LOCKED))
+//
+// # Table
+//
+// Migrate runs, under a transaction-scoped advisory lock so that several
+// instances may start at once:
+//
+//	CREATE TABLE IF NOT EXISTS idem_keys (
+//	    scope         text        NOT NULL,
+//	    key           text        NOT NULL,
+//	    fingerprint   text        NOT NULL,
+//	    owner_token   text        NOT NULL,
+//	    state         text        NOT NULL CHECK (state IN ('claimed', 'done')),
+//	    status        integer,
+//	    header_names  bytea[],    -- one element per header value, in order
+//	    header_values bytea[],    -- NULL element: a name with no values
+//	    body          bytea,
+//	    created_at    timestamptz NOT NULL DEFAULT clock_timestamp(),
+//	    expires_at    timestamptz NOT NULL,
+//	    PRIMARY KEY (scope, key)
+//	) WITH (fillfactor = 80);     -- room for the in-place (HOT) update that records the response
+//	CREATE INDEX IF NOT EXISTS idem_keys_expires_at_idx ON idem_keys (expires_at);
+//
+// Times are the database server's clock_timestamp(), so instances with skewed
+// clocks agree. Scope and key are text: a scope with a NUL byte or invalid UTF-8
+// makes Do fail (503), never mix records.
+//
+// # Costs
+//
+//   - A pooled connection is held for the whole handler (the transaction stays
+//     open while it runs): size the pool for the number of keyed requests in
+//     flight, plus the other work of the process.
+//   - A concurrent duplicate holds a connection too while it waits, up to the
+//     lock timeout (default 2s); many duplicates of one slow request can empty
+//     the pool. A shorter lock timeout answers them 409 sooner.
+//   - Per executed request: BEGIN, the claim (one round trip), the handler's own
+//     statements, and the record with COMMIT (one round trip); a replay is
+//     BEGIN, the claim and ROLLBACK. The row is written twice (insert, then an
+//     in-place update) in one transaction, so one WAL flush.
+//   - The advisory lock keys share the database's advisory lock space with the
+//     application's; they are 64-bit hashes, so a collision is improbable and
+//     only ever turns a 422 into a 409.
+package pgstore

@@ -1,0 +1,85 @@
+package pgstore_test
+
+import (
+	"context"
+	"crypto/rand"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemkit/idem/server"
+	"github.com/idemkit/idem/server/payments"
+	"github.com/idemkit/idem/server/pgstore"
+	"github.com/idemkit/idem/server/pgstore/internal/pgtest"
+	"github.com/idemkit/idem/server/pgstore/pgpayments"
+)
+
+// env is one test's store, ledger and pool, on tables of its own.
+type env struct {
+	pool   *pgxpool.Pool
+	store  *pgstore.Store
+	ledger *pgpayments.Ledger
+	table  string
+}
+
+func newEnv(t testing.TB, opts ...pgstore.Option) env {
+	t.Helper()
+	pool := pgtest.Pool(t, 32)
+	return newEnvOn(t, pool, pgtest.Table(t, pool, "idem_test"), pgtest.Table(t, pool, "pay_test"), opts...)
+}
+
+func newEnvOn(t testing.TB, pool *pgxpool.Pool, table, ledgerTable string, opts ...pgstore.Option) env {
+	t.Helper()
+	store, err := pgstore.New(pool, append([]pgstore.Option{pgstore.WithTable(table)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ledger, err := pgpayments.New(pool, ledgerTable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := ledger.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return env{pool: pool, store: store, ledger: ledger, table: table}
+}
+
+func (e env) count(t testing.TB) int {
+	t.Helper()
+	n, err := e.ledger.Count(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func req(key, fingerprint string) server.Request {
+	return server.Request{Scope: "tenant-a", Key: key, Fingerprint: fingerprint, TTL: time.Hour, LockTTL: 30 * time.Second}
+}
+
+// payRun is a handler that writes one payment through the store's transaction
+// and answers 201 with keep; it counts its calls in *calls.
+func payRun(t testing.TB, e env, calls *int, keep bool) server.RunFunc {
+	return func(ctx context.Context) (*server.Response, bool) {
+		*calls++
+		if pgstore.Tx(ctx) == nil {
+			t.Error("run: no transaction in ctx")
+		}
+		p := paymentFor(ctx)
+		if err := e.ledger.Insert(ctx, p); err != nil {
+			t.Errorf("run: insert: %v", err)
+			return &server.Response{Status: 503}, false
+		}
+		return &server.Response{Status: 201, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"id":"` + p.ID + `"}`)}, keep
+	}
+}
+
+func paymentFor(context.Context) payments.Payment {
+	return payments.Payment{ID: "pay_" + rand.Text(), Customer: "c1", Amount: 1250, Currency: "EUR", Created: time.Now().UTC()}
+}

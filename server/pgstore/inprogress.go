@@ -1,0 +1,58 @@
+package pgstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idemkit/idem/server"
+)
+
+// claimMark is the advisory lock key the owner of a claim holds while it runs:
+// 64 bits of SHA-256 over the length-prefixed table, scope, key and fingerprint.
+func (s *Store) claimMark(req server.Request) int64 {
+	h := sha256.New()
+	var n [8]byte
+	for _, s := range []string{"idem-claim", s.cfg.table, req.Scope, req.Key, req.Fingerprint} {
+		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
+		h.Write([]byte(s))
+	}
+	return int64(binary.BigEndian.Uint64(h.Sum(nil)))
+}
+
+// inProgress answers a duplicate whose claim timed out on the row lock of a
+// request in progress (whose fingerprint is invisible: its row is uncommitted).
+// The owner holds an advisory lock on claimMark of its own request: if that of
+// req is held, the request in progress is this one (OutcomeInProgress);
+// otherwise it is another one (OutcomeMismatch), unless the owner has finished in
+// the meantime, in which case its committed record answers. In the narrow race
+// where the owner rolled back between the lock timeout and the probe, the answer
+// is OutcomeMismatch although the key has just become free.
+func (s *Store) inProgress(ctx context.Context, conn *pgx.Conn, req server.Request) (server.Result, error) {
+	b := &pgx.Batch{}
+	b.Queue(s.sql.probeOwner, s.claimMark(req))
+	b.Queue(s.sql.readLive, req.Scope, req.Key)
+	br := conn.SendBatch(ctx, b) // two statements, two snapshots: the probe first
+	defer br.Close()
+	var free bool
+	if err := br.QueryRow().Scan(&free); err != nil {
+		return server.Result{}, fmt.Errorf("pgstore: probe: %w", err)
+	}
+	var r record
+	err := br.QueryRow().Scan(&r.fingerprint, &r.owner, &r.state, &r.status, &r.headerNames, &r.headerValues, &r.body)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		if free {
+			return server.Result{Outcome: server.OutcomeMismatch}, nil
+		}
+		return server.Result{Outcome: server.OutcomeInProgress, RetryAfter: InProgressRetryAfter}, nil
+	case err != nil:
+		return server.Result{}, fmt.Errorf("pgstore: read: %w", err)
+	}
+	return r.result(req.Fingerprint)
+}

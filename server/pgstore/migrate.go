@@ -1,0 +1,26 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Migrate creates the store's table and its expires_at index if they do not
+// exist; it is idempotent and safe to run from several processes at once (they
+// take turns on a transaction-scoped advisory lock). The SQL is in the package
+// documentation.
+func (s *Store) Migrate(ctx context.Context) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "idem-migrate:"+s.cfg.table); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, s.sql.migrate)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("pgstore: migrate %s: %w", s.cfg.table, err)
+	}
+	return nil
+}

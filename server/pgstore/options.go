@@ -1,0 +1,74 @@
+package pgstore
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+)
+
+// Defaults of the options.
+const (
+	DefaultTable         = "idem_keys"
+	DefaultLockTimeout   = 2 * time.Second
+	DefaultFinishTimeout = 5 * time.Second
+)
+
+// ErrInvalidOption is wrapped by the error New returns for an impossible option;
+// the message names the option.
+var ErrInvalidOption = errors.New("pgstore: invalid option")
+
+// An Option configures a Store; see New.
+type Option func(*config) error
+
+type config struct {
+	table         string // as given, validated
+	lockTimeout   time.Duration
+	finishTimeout time.Duration
+}
+
+// tableName is a lower-case SQL identifier, optionally schema-qualified. The limit
+// of 48 characters leaves room for the derived index name within PostgreSQL's 63.
+var tableName = regexp.MustCompile(`^([a-z_][a-z0-9_]{0,47}\.)?[a-z_][a-z0-9_]{0,47}$`)
+
+// WithTable sets the table that holds the records (default "idem_keys"). name must
+// be a plain lower-case SQL identifier ([a-z_][a-z0-9_]*, at most 48 characters),
+// optionally qualified by a schema ("idem.keys", the schema must exist); it is
+// quoted in every statement.
+func WithTable(name string) Option {
+	return func(c *config) error {
+		if !tableName.MatchString(name) {
+			return fmt.Errorf("%w: WithTable(%q): want a lower-case SQL identifier of at most 48 characters, optionally schema-qualified", ErrInvalidOption, name)
+		}
+		c.table = name
+		return nil
+	}
+}
+
+// WithLockTimeout sets how long a concurrent duplicate waits for the row lock of a
+// request still in progress before Do reports OutcomeInProgress (default 2s). The
+// wait is PostgreSQL's lock_timeout, set for the claim statement only; if the first
+// request finishes within it, the duplicate replays its response instead. d must be
+// between 1ms and 1h.
+func WithLockTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d < time.Millisecond || d > time.Hour {
+			return fmt.Errorf("%w: WithLockTimeout(%v): want between 1ms and 1h", ErrInvalidOption, d)
+		}
+		c.lockTimeout = d
+		return nil
+	}
+}
+
+// WithFinishTimeout bounds the statements Do runs after the handler returned
+// (record, COMMIT, ROLLBACK) on a context detached from the request (default 5s),
+// so a client that disconnects still ends the transaction. d must be positive.
+func WithFinishTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: WithFinishTimeout(%v): want a positive duration", ErrInvalidOption, d)
+		}
+		c.finishTimeout = d
+		return nil
+	}
+}

@@ -1,0 +1,89 @@
+package pgpayments_test
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem/server/payments"
+	"github.com/idemkit/idem/server/pgstore"
+	"github.com/idemkit/idem/server/pgstore/internal/pgtest"
+	"github.com/idemkit/idem/server/pgstore/pgpayments"
+)
+
+func TestNewRejectsBadTables(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"", "Payments", "pay-ments", `p"; DROP TABLE x; --`, "1p", "a.b"} {
+		if _, err := pgpayments.New(nil, name); !errors.Is(err, pgpayments.ErrInvalidTable) {
+			t.Errorf("New(%q) = %v; want ErrInvalidTable", name, err)
+		}
+	}
+}
+
+func TestLedger(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t, 4)
+	l, err := pgpayments.New(pool, pgtest.Table(t, pool, "pay_test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := l.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2025, 3, 1, 12, 0, 0, 123456000, time.UTC)
+	ps := []payments.Payment{
+		{ID: "p1", Customer: "a", Amount: 100, Currency: "EUR", Created: at},
+		{ID: "p2", Customer: "b", Amount: 200, Currency: "USD", Created: at.Add(time.Second)},
+		{ID: "p3", Customer: "a", Amount: 300, Currency: "EUR", Created: at.Add(2 * time.Second)},
+	}
+	for _, p := range ps {
+		if err := l.Insert(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A write through a transaction in the context is undone with it.
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Insert(pgstore.ContextWithTx(ctx, tx), payments.Payment{ID: "p4", Customer: "a", Amount: 1, Currency: "EUR", Created: at}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := l.List(pgstore.ContextWithTx(ctx, tx), "a"); len(got) != 3 {
+		t.Fatalf("inside the transaction: %d payments of a; want 3", len(got))
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Insert(ctx, ps[0]); err == nil {
+		t.Fatal("duplicate payment id accepted")
+	}
+
+	tests := []struct {
+		customer string
+		want     []payments.Payment
+	}{
+		{"", ps},
+		{"a", []payments.Payment{ps[0], ps[2]}},
+		{"b", ps[1:2]},
+		{"nobody", []payments.Payment{}},
+	}
+	for _, tt := range tests {
+		got, err := l.List(ctx, tt.customer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got == nil {
+			got = []payments.Payment{}
+		}
+		if !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("List(%q) = %+v; want %+v", tt.customer, got, tt.want)
+		}
+		if n, err := l.Count(ctx, tt.customer); err != nil || n != len(tt.want) {
+			t.Errorf("Count(%q) = %d, %v; want %d", tt.customer, n, err, len(tt.want))
+		}
+	}
+}

@@ -1,0 +1,135 @@
+package pgstore_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem/server"
+	"github.com/idemkit/idem/server/pgstore"
+	"github.com/idemkit/idem/server/pgstore/internal/pgtest"
+)
+
+// seed records n keys with the given prefix through Do.
+func seed(t *testing.T, e env, prefix string, n int) {
+	t.Helper()
+	for i := range n {
+		_, err := e.store.Do(context.Background(), req(fmt.Sprintf("%s-%d", prefix, i), "fp"), func(context.Context) (*server.Response, bool) {
+			return &server.Response{Status: 200}, true
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (e env) records(t *testing.T) int {
+	t.Helper()
+	var n int
+	if err := e.pool.QueryRow(context.Background(), "SELECT count(*) FROM "+e.table).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestDeleteExpired(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name          string
+		expired, live int
+		batch         int
+	}{
+		{"nothing expired", 0, 3, 10},
+		{"fewer than a batch", 7, 3, 10},
+		{"exactly one batch", 10, 3, 10},
+		{"several batches", 25, 3, 10},
+		{"batch of one", 4, 2, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			seed(t, e, "old", tt.expired)
+			pgtest.Advance(t, e.pool, e.table, 2*time.Hour)
+			seed(t, e, "new", tt.live)
+			n, err := e.store.DeleteExpired(context.Background(), tt.batch)
+			if err != nil || n != int64(tt.expired) {
+				t.Fatalf("DeleteExpired = %d, %v; want %d", n, err, tt.expired)
+			}
+			if got := e.records(t); got != tt.live {
+				t.Fatalf("%d records left; want the %d live ones", got, tt.live)
+			}
+		})
+	}
+	t.Run("batch must be positive", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		if _, err := e.store.DeleteExpired(context.Background(), 0); err == nil {
+			t.Fatal("DeleteExpired(0) succeeded")
+		}
+	})
+}
+
+func TestDeleteExpiredSkipsARowBeingTakenOver(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	seed(t, e, "k", 1)
+	pgtest.Advance(t, e.pool, e.table, 2*time.Hour)
+	// A new claim takes over the expired record and holds it while the reaper runs.
+	release, done := holdClaim(t, e, req("k-0", "fp2"), true)
+	n, err := e.store.DeleteExpired(context.Background(), 10)
+	if err != nil || n != 0 {
+		t.Fatalf("DeleteExpired during a takeover = %d, %v; want 0 (row locked, skipped)", n, err)
+	}
+	release()
+	<-done
+	res, err := e.store.Do(context.Background(), req("k-0", "fp2"), nil)
+	if err != nil || res.Outcome != server.OutcomeReplayed {
+		t.Fatalf("after the takeover = %v, %v; want replayed", res.Outcome, err)
+	}
+}
+
+func TestStartReaper(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	seed(t, e, "old", 5)
+	pgtest.Advance(t, e.pool, e.table, 2*time.Hour)
+	type report struct {
+		n   int64
+		err error
+	}
+	reports := make(chan report, 16)
+	stop := e.store.StartReaper(context.Background(), pgstore.Reaper{Interval: time.Hour, Batch: 2,
+		Report: func(n int64, err error) { reports <- report{n, err} }})
+	r := <-reports // the first run is immediate
+	stop()
+	stop() // idempotent
+	if r.err != nil || r.n != 5 || e.records(t) != 0 {
+		t.Fatalf("reaper run = %d, %v, %d left; want 5 deleted, none left", r.n, r.err, e.records(t))
+	}
+
+	t.Run("reports errors and stops with its context", func(t *testing.T) {
+		store, err := pgstore.New(unreachablePool(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		reports := make(chan error, 16)
+		stop := store.StartReaper(ctx, pgstore.Reaper{Interval: time.Millisecond, Report: func(_ int64, err error) { reports <- err }})
+		if err := <-reports; err == nil {
+			t.Fatal("reaper on an unreachable server reported no error")
+		}
+		cancel()
+		stop() // returns once the goroutine has ended
+	})
+
+	t.Run("negative settings panic", func(t *testing.T) {
+		defer func() {
+			if r := recover(); r == nil {
+				t.Fatal("no panic")
+			}
+		}()
+		e.store.StartReaper(context.Background(), pgstore.Reaper{Batch: -1})
+	})
+}

@@ -1,0 +1,35 @@
+package pgstore
+
+import (
+	"fmt"
+
+	"github.com/idemkit/idem/server"
+)
+
+// record is a row as the claim's read returns it.
+type record struct {
+	fingerprint  string
+	owner        string
+	state        string
+	status       *int32
+	headerNames  [][]byte
+	headerValues [][]byte
+	body         []byte
+}
+
+// result turns a committed record that stopped a claim into Do's answer.
+func (r record) result(fingerprint string) (server.Result, error) {
+	if r.fingerprint != fingerprint {
+		return server.Result{Outcome: server.OutcomeMismatch}, nil
+	}
+	if r.state != "done" || r.status == nil {
+		// Committed claims do not occur (a claim commits only with its response);
+		// a row left so by hand is treated as held.
+		return server.Result{Outcome: server.OutcomeInProgress, RetryAfter: InProgressRetryAfter}, nil
+	}
+	h, ok := decodeHeader(r.headerNames, r.headerValues, r.headerNames == nil && r.headerValues == nil)
+	if !ok {
+		return server.Result{}, fmt.Errorf("%w: %d header names, %d values", errBadRecord, len(r.headerNames), len(r.headerValues))
+	}
+	return server.Result{Outcome: server.OutcomeReplayed, Response: &server.Response{Status: int(*r.status), Header: h, Body: r.body}}, nil
+}

@@ -1,0 +1,121 @@
+package pgstore
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// statements holds the SQL of one Store, built once for its table.
+type statements struct {
+	migrate       string
+	setLockWait   string
+	claim         string
+	markOwner     string
+	read          string
+	probeOwner    string
+	readLive      string
+	resetLockWait string
+	record        string
+	deleteExpired string
+}
+
+// quoteTable quotes a validated table name, keeping a schema qualifier apart.
+func quoteTable(name string) string {
+	return pgx.Identifier(strings.Split(name, ".")).Sanitize()
+}
+
+// indexName is the name of the expires_at index (created in the table's schema).
+func indexName(name string) string {
+	_, table, ok := strings.Cut(name, ".")
+	if !ok {
+		table = name
+	}
+	return pgx.Identifier{table + "_expires_at_idx"}.Sanitize()
+}
+
+func newStatements(table string) statements {
+	t := quoteTable(table)
+	return statements{
+		migrate: fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %[1]s (
+    scope         text        NOT NULL,
+    key           text        NOT NULL,
+    fingerprint   text        NOT NULL,
+    owner_token   text        NOT NULL,
+    state         text        NOT NULL CHECK (state IN ('claimed', 'done')),
+    status        integer,
+    header_names  bytea[],
+    header_values bytea[],
+    body          bytea,
+    created_at    timestamptz NOT NULL DEFAULT clock_timestamp(),
+    expires_at    timestamptz NOT NULL,
+    PRIMARY KEY (scope, key)
+) WITH (fillfactor = 80);
+CREATE INDEX IF NOT EXISTS %[2]s ON %[1]s (expires_at)`, t, indexName(table)),
+
+		// $1 lock_timeout in milliseconds. The session's value is kept in a
+		// transaction-local setting and put back after the claim, so the handler's
+		// own statements run with the lock_timeout they would have had without idem.
+		setLockWait: `SELECT set_config('idem.saved_lock_timeout', current_setting('lock_timeout'), true),
+       set_config('lock_timeout', $1, true)`,
+
+		// $1 scope, $2 key, $3 fingerprint, $4 owner token, $5 TTL in microseconds.
+		// A row comes back only if this transaction now holds the claim: the key was
+		// free, or its record had expired and is taken over. The NOT EXISTS keeps
+		// replays of a committed record from locking it; a duplicate of a request
+		// still in progress waits here on the uncommitted row, for lock_timeout at most.
+		claim: fmt.Sprintf(`INSERT INTO %[1]s AS k (scope, key, fingerprint, owner_token, state, created_at, expires_at)
+SELECT $1, $2, $3, $4, 'claimed', clock_timestamp(), clock_timestamp() + $5::bigint * interval '1 microsecond'
+WHERE NOT EXISTS (SELECT 1 FROM %[1]s WHERE scope = $1 AND key = $2 AND expires_at > clock_timestamp())
+ON CONFLICT (scope, key) DO UPDATE
+   SET fingerprint = EXCLUDED.fingerprint, owner_token = EXCLUDED.owner_token, state = 'claimed',
+       status = NULL, header_names = NULL, header_values = NULL, body = NULL,
+       created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
+ WHERE k.expires_at <= clock_timestamp()
+RETURNING owner_token`, t),
+
+		// $1 scope, $2 key, $3 owner token, $4 claim mark. Only the transaction
+		// that holds the claim finds its own row and takes the mark: an advisory
+		// lock, visible to other sessions at once, whose key hashes (table, scope,
+		// key, fingerprint). It is how a duplicate that timed out on the row lock
+		// learns whether the request in progress has its fingerprint (probeOwner).
+		markOwner: fmt.Sprintf(`SELECT pg_advisory_xact_lock($4) FROM %[1]s
+WHERE scope = $1 AND key = $2 AND owner_token = $3 AND state = 'claimed'`, t),
+
+		// $1 scope, $2 key: the record that stopped the claim (or this claim's own row).
+		read: fmt.Sprintf(`SELECT fingerprint, owner_token, state, status, header_names, header_values, body
+FROM %[1]s WHERE scope = $1 AND key = $2`, t),
+
+		// $1 claim mark of the duplicate: true if no claim with this fingerprint is
+		// in progress. Run outside a transaction, the shared lock is released at once.
+		probeOwner: `SELECT pg_try_advisory_xact_lock_shared($1)`,
+
+		// $1 scope, $2 key: the live committed record, if any.
+		readLive: fmt.Sprintf(`SELECT fingerprint, owner_token, state, status, header_names, header_values, body
+FROM %[1]s WHERE scope = $1 AND key = $2 AND expires_at > clock_timestamp()`, t),
+
+		resetLockWait: `SELECT set_config('lock_timeout', current_setting('idem.saved_lock_timeout'), true)`,
+
+		// $1 scope, $2 key, $3 owner token, $4 status, $5 header names, $6 header
+		// values, $7 body. Compare-and-set on the owner token. It is pipelined
+		// with COMMIT, which PostgreSQL skips only if this statement fails, so a
+		// compare-and-set that matches no row must fail: the cast of a text that is
+		// not a number does, at run time (the subquery keeps the planner from
+		// evaluating it early), with a message that says why. No indexed column
+		// changes, so PostgreSQL can update the row in place (HOT).
+		record: fmt.Sprintf(`WITH done AS (
+    UPDATE %[1]s
+       SET state = 'done', status = $4, header_names = $5, header_values = $6, body = $7
+     WHERE scope = $1 AND key = $2 AND owner_token = $3 AND state = 'claimed'
+    RETURNING 1)
+SELECT CASE WHEN (SELECT count(*) FROM done) = 1 THEN 1
+            ELSE ('pgstore: claim lost, rows updated: ' || (SELECT count(*) FROM done))::int END`, t),
+
+		// $1 batch size. SKIP LOCKED leaves alone an expired row that a claim is
+		// taking over right now.
+		deleteExpired: fmt.Sprintf(`DELETE FROM %[1]s
+ WHERE ctid = ANY (ARRAY(SELECT ctid FROM %[1]s WHERE expires_at <= clock_timestamp()
+                         LIMIT $1 FOR UPDATE SKIP LOCKED))`, t),
+	}
+}

@@ -1,0 +1,212 @@
+package pgstore
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemkit/idem/server"
+)
+
+// InProgressRetryAfter is the RetryAfter Do reports with OutcomeInProgress. The
+// owner's claim is an uncommitted row, so its remaining time is not known; the
+// duplicate has already waited the lock timeout inside Do.
+const InProgressRetryAfter = time.Second
+
+// sqlstateLockNotAvailable is lock_not_available: lock_timeout expired.
+const sqlstateLockNotAvailable = "55P03"
+
+var (
+	// errLostClaim: the claim's own row was not found after the claim. The row
+	// lock makes this impossible unless the transaction was tampered with.
+	errLostClaim = errors.New("pgstore: claim lost before the response was recorded")
+	// errBadRecord: a stored row this package cannot read (edited by hand).
+	errBadRecord = errors.New("pgstore: malformed record")
+	// errBadRequest: a Request Do cannot honour.
+	errBadRequest = errors.New("pgstore: invalid request")
+)
+
+// Store is a server.Store on PostgreSQL. The claim, the handler's business writes
+// (made through Tx) and the recorded response commit in one transaction. It is
+// safe for concurrent use by any number of goroutines and processes sharing the
+// database.
+type Store struct {
+	pool *pgxpool.Pool
+	cfg  config
+	sql  statements
+}
+
+var _ server.Store = (*Store)(nil)
+
+// New returns a Store that keeps its records in pool's database. It does not
+// touch the database; call Migrate once to create the table. An impossible option
+// is an error wrapping ErrInvalidOption that names the option.
+func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
+	if pool == nil {
+		return nil, fmt.Errorf("%w: New: nil pool", ErrInvalidOption)
+	}
+	cfg := config{table: DefaultTable, lockTimeout: DefaultLockTimeout, finishTimeout: DefaultFinishTimeout}
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	return &Store{pool: pool, cfg: cfg, sql: newStatements(cfg.table)}, nil
+}
+
+// Table returns the name of the table the store uses, as given to WithTable.
+func (s *Store) Table() string { return s.cfg.table }
+
+// Do implements server.Store. It begins a transaction on a pooled connection and
+// claims (req.Scope, req.Key) with one INSERT ... ON CONFLICT. If it holds the
+// claim it calls run with a context carrying the transaction (see Tx), then either
+// records the response and commits (keep) or rolls back (not keep, or a panic),
+// which also undoes the handler's business writes. A duplicate of a request still
+// in progress waits up to the lock timeout on the row and then replays the
+// response, or reports OutcomeInProgress.
+//
+// req.LockTTL is not used: the claim is the row lock of an open transaction, which
+// lives exactly as long as the owner's connection does.
+func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) (server.Result, error) {
+	if req.TTL < time.Microsecond {
+		return server.Result{}, fmt.Errorf("%w: TTL %v", errBadRequest, req.TTL)
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return server.Result{}, fmt.Errorf("pgstore: acquire: %w", err)
+	}
+	// Release returns the connection to the pool if its transaction ended, and
+	// closes it otherwise, which makes PostgreSQL roll the transaction back.
+	defer conn.Release()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return server.Result{}, fmt.Errorf("pgstore: begin: %w", err)
+	}
+	owner := rand.Text()
+	row, claimed, err := s.claim(ctx, tx, req, owner)
+	if err != nil {
+		s.rollback(ctx, tx)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == sqlstateLockNotAvailable {
+			return s.inProgress(ctx, conn.Conn(), req)
+		}
+		return server.Result{}, fmt.Errorf("pgstore: claim: %w", err)
+	}
+	if !claimed {
+		s.rollback(ctx, tx) // read only; ends the transaction
+		return row.result(req.Fingerprint)
+	}
+	return s.execute(ctx, conn.Conn(), tx, req, owner, run)
+}
+
+// claim runs the claim and the read in one round trip.
+func (s *Store) claim(ctx context.Context, tx pgx.Tx, req server.Request, owner string) (record, bool, error) {
+	b := &pgx.Batch{}
+	b.Queue(s.sql.setLockWait, strconv.FormatInt(s.cfg.lockTimeout.Milliseconds(), 10))
+	b.Queue(s.sql.claim, req.Scope, req.Key, req.Fingerprint, owner, req.TTL.Microseconds())
+	b.Queue(s.sql.markOwner, req.Scope, req.Key, owner, s.claimMark(req))
+	b.Queue(s.sql.read, req.Scope, req.Key)
+	b.Queue(s.sql.resetLockWait)
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+
+	if _, err := br.Exec(); err != nil {
+		return record{}, false, err
+	}
+	var got string
+	claimed := true
+	if err := br.QueryRow().Scan(&got); errors.Is(err, pgx.ErrNoRows) {
+		claimed = false
+	} else if err != nil {
+		return record{}, false, err
+	}
+	if _, err := br.Exec(); err != nil {
+		return record{}, false, err
+	}
+	var r record
+	if err := br.QueryRow().Scan(&r.fingerprint, &r.owner, &r.state, &r.status, &r.headerNames, &r.headerValues, &r.body); err != nil {
+		return record{}, false, err
+	}
+	if _, err := br.Exec(); err != nil {
+		return record{}, false, err
+	}
+	if err := br.Close(); err != nil {
+		return record{}, false, err
+	}
+	if claimed && r.owner != owner {
+		return record{}, false, errLostClaim
+	}
+	return r, claimed, nil
+}
+
+// execute calls run inside the claim's transaction and ends the transaction.
+func (s *Store) execute(ctx context.Context, conn *pgx.Conn, tx pgx.Tx, req server.Request, owner string, run server.RunFunc) (server.Result, error) {
+	finished := false
+	defer func() {
+		if !finished { // run panicked: undo the claim and the business writes
+			s.rollback(ctx, tx)
+		}
+	}()
+	resp, keep := run(ContextWithTx(ctx, sharedTx{tx}))
+	finished = true
+
+	res := server.Result{Outcome: server.OutcomeExecuted, Response: resp}
+	if !keep || resp == nil {
+		s.rollback(ctx, tx)
+		return res, nil
+	}
+	if err := s.recordAndCommit(ctx, conn, req, owner, resp); err != nil {
+		s.rollback(ctx, tx) // no-op if the server already rolled back
+		return res, fmt.Errorf("pgstore: %w: %w", server.ErrNotRecorded, err)
+	}
+	return res, nil
+}
+
+// recordAndCommit writes resp into the claimed row and commits, in one round
+// trip: the UPDATE and the COMMIT are pipelined, and PostgreSQL skips the COMMIT
+// if the UPDATE fails. It runs on a context detached from the request. After it
+// succeeds the transaction has ended and tx must not be used.
+func (s *Store) recordAndCommit(ctx context.Context, conn *pgx.Conn, req server.Request, owner string, resp *server.Response) error {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.finishTimeout)
+	defer cancel()
+	names, values := encodeHeader(resp.Header)
+	b := &pgx.Batch{}
+	b.Queue(s.sql.record, req.Scope, req.Key, owner, resp.Status, names, values, resp.Body)
+	b.Queue("COMMIT")
+	br := conn.SendBatch(fctx, b)
+	defer br.Close()
+	var one int
+	if err := br.QueryRow().Scan(&one); err != nil {
+		return fmt.Errorf("record: %w", err)
+	}
+	tag, err := br.Exec()
+	if err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	if tag.String() != "COMMIT" { // COMMIT of a failed transaction answers ROLLBACK
+		return fmt.Errorf("commit: %w", pgx.ErrTxCommitRollback)
+	}
+	if err := br.Close(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	if st := conn.PgConn().TxStatus(); st != 'I' {
+		return fmt.Errorf("commit: transaction status %q after COMMIT", st)
+	}
+	return nil
+}
+
+// rollback ends tx on a context detached from the request. Its error is dropped:
+// a transaction that cannot be rolled back dies with its connection, which pgx
+// then closes, and PostgreSQL rolls it back.
+func (s *Store) rollback(ctx context.Context, tx pgx.Tx) {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.finishTimeout)
+	defer cancel()
+	_ = tx.Rollback(fctx)
+}
