@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,15 +97,21 @@ func TestExitCode(t *testing.T) {
 	}
 }
 
-func TestStoresNotBuiltIn(t *testing.T) {
+// TestStoreUnreachable: a store that cannot be reached is a clear start-up
+// error (exit 1) that names what was unreachable, not a hang or a panic.
+func TestStoreUnreachable(t *testing.T) {
 	t.Parallel()
-	for _, args := range [][]string{
-		{"-addr", "127.0.0.1:0", "-store", "postgres", "-postgres-url", "postgres://127.0.0.1/idem"},
-		{"-addr", "127.0.0.1:0", "-store", "redis"},
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-store", "postgres", "-postgres-url", "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=2"}, "cannot reach PostgreSQL"},
+		{[]string{"-store", "redis", "-redis-addr", "127.0.0.1:1"}, "cannot reach Redis at 127.0.0.1:1"},
+		{[]string{"-store", "postgres", "-postgres-url", "::not a url::"}, "-postgres-url"},
 	} {
-		err := run(context.Background(), args, io.Discard, io.Discard)
-		if !errors.Is(err, errNotBuiltIn) || exitCode(err, io.Discard) != 1 {
-			t.Errorf("run(%q) = %v, want errNotBuiltIn and exit 1", args, err)
+		err := run(context.Background(), append([]string{"-addr", "127.0.0.1:0"}, tc.args...), io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || exitCode(err, io.Discard) != 1 {
+			t.Errorf("run(%q) = %v, want an error containing %q and exit 1", tc.args, err, tc.want)
 		}
 	}
 }

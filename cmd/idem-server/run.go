@@ -26,7 +26,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, nil))
 
-	store, ledger, cleanup, err := openStore(ctx, cfg)
+	store, ledger, cleanup, err := openStore(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
