@@ -1,0 +1,52 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemkit/idem/server"
+	"github.com/idemkit/idem/server/redisstore"
+)
+
+// defaultRedisAddr is the server the Redis soak uses when IDEM_REDIS_ADDR is
+// not set.
+const defaultRedisAddr = "127.0.0.1:6379"
+
+// openRedis returns a redisstore.Store under a key prefix of its own, whose
+// keys are deleted when the test ends.
+func openRedis(t *testing.T) server.Store {
+	t.Helper()
+	addr := os.Getenv("IDEM_REDIS_ADDR")
+	if addr == "" {
+		addr = defaultRedisAddr
+	}
+	client := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := client.Ping(ctx).Err(); err != nil {
+		_ = client.Close()
+		skipOrFail(t, fmt.Sprintf("Redis not reachable at %s (%v): start redis-server there or set IDEM_REDIS_ADDR", addr, err))
+	}
+	prefix := "idem-e2e:" + randomSuffix() + ":"
+	t.Cleanup(func() {
+		defer client.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		iter := client.Scan(ctx, 0, prefix+"*", 500).Iterator()
+		for iter.Next(ctx) {
+			if err := client.Del(ctx, iter.Val()).Err(); err != nil {
+				t.Errorf("deleting %s: %v", iter.Val(), err)
+				return
+			}
+		}
+		if err := iter.Err(); err != nil {
+			t.Errorf("listing the keys under %s: %v", prefix, err)
+		}
+	})
+	return redisstore.New(client, redisstore.WithPrefix(prefix))
+}
