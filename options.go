@@ -4,8 +4,6 @@ import (
 	"log/slog"
 	"strconv"
 	"time"
-
-	"github.com/google/uuid"
 )
 
 // Defaults of a Transport made without options.
@@ -50,7 +48,7 @@ func defaultConfig() config {
 		maxElapsed:    DefaultMaxElapsed,
 		maxRetryAfter: DefaultMaxRetryAfter,
 		autoKeys:      true,
-		keyGen:        uuid.NewString,
+		keyGen:        newKeyV4,
 		keyFormat:     KeyFormatRaw,
 		bodyLimit:     DefaultBodyBufferLimit,
 	}
@@ -95,8 +93,8 @@ func WithJitter(j Jitter) Option {
 // WithMaxElapsed caps the time one operation may spend retrying (default 30s),
 // measured from the start of RoundTrip: no wait that would end past the cap is
 // started (the last response or error is returned at once instead), and every
-// retry attempt is cut at the cap. The first attempt is bounded only by
-// WithAttemptTimeout and the request's context, as with a plain transport. It
+// attempt, the first included, is cut at the cap while it waits for its
+// response headers (a caller's deadline that comes first does it instead). It
 // panics if d <= 0.
 func WithMaxElapsed(d time.Duration) Option {
 	if d <= 0 {

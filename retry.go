@@ -94,9 +94,9 @@ func (t *Transport) run(req *http.Request, key, header string) (*http.Response, 
 	var nextBody io.ReadCloser // the body of the next attempt (bodyGetBody)
 	for {
 		o.attempts++
-		areq := o.attemptRequest(nextBody)
 		bound, capped := o.attemptBound()
-		resp, timedOut, err := t.send(areq, bound, capped)
+		areq, a := o.attemptRequest(nextBody, bound > 0)
+		resp, timedOut, err := t.send(areq, a, bound, capped)
 		var retryAfter time.Duration
 		hasRetryAfter := false
 		if resp != nil {
@@ -180,19 +180,29 @@ func (t *Transport) run(req *http.Request, key, header string) (*http.Response, 
 	}
 }
 
-// attemptRequest returns the request of the next attempt: the caller's own for
-// a first attempt that needs no change, otherwise a copy with the key header
-// and a fresh body.
-func (o *operation) attemptRequest(nextBody io.ReadCloser) *http.Request {
+// attemptRequest returns the request of the next attempt: the caller's own
+// for a first attempt that needs no change, otherwise a copy with the key
+// header, a fresh body and, when the Transport bounds the attempt (bound), a
+// context the bound can cancel. The copy lives in the returned attempt, nil
+// when the caller's request is sent.
+func (o *operation) attemptRequest(nextBody io.ReadCloser, bound bool) (*http.Request, *attempt) {
 	req := o.req
 	first := o.attempts == 1
-	if first && o.header == "" && (o.body.kind == bodyNone || o.body.kind == bodyGetBody ||
+	if !bound && first && o.header == "" && (o.body.kind == bodyNone || o.body.kind == bodyGetBody ||
 		o.body.kind == bodyOnce && o.body.once == req.Body) {
-		return req // the hot path: nothing to change
+		return req, nil // the hot path: nothing to change
 	}
-	r := req.WithContext(o.ctx) // a shallow copy
+	a := new(attempt)
+	if bound {
+		// WithContext is inlined and its copy does not escape: the request is
+		// copied straight into a, with a's context.
+		a.req = *req.WithContext(a.bind(o.ctx))
+	} else {
+		a.req = *req // a shallow copy, with the caller's context
+	}
+	r := &a.req
 	if o.header != "" {
-		r.Header = o.headerWithKey()
+		r.Header = o.headerWithKey(a)
 	}
 	switch o.body.kind {
 	case bodyGetBody:
@@ -214,29 +224,25 @@ func (o *operation) attemptRequest(nextBody io.ReadCloser) *http.Request {
 	case bodyOnce:
 		r.Body = o.body.once
 	}
-	return r
+	return r, a
 }
 
 // headerWithKey returns a copy of the caller's header with the key added; the
-// copy is shared by the operation's attempts, which must not modify it.
-func (o *operation) headerWithKey() http.Header {
+// copy is shared by the operation's attempts, which must not modify it. The
+// map is the only new thing: the other headers' values are the caller's own
+// slices (capped, so an append cannot write into them), and the key's value
+// is backed by a, the first attempt that sends it.
+func (o *operation) headerWithKey(a *attempt) http.Header {
 	if o.hdr != nil {
 		return o.hdr
 	}
 	src := o.req.Header
-	nv := 1
-	for _, vs := range src {
-		nv += len(vs)
-	}
-	values := make([]string, nv)
 	h := make(http.Header, len(src)+1)
 	for k, vs := range src {
-		n := copy(values, vs)
-		h[k] = values[:n:n]
-		values = values[n:]
+		h[k] = vs[:len(vs):len(vs)]
 	}
-	values[0] = o.header
-	h[HeaderIdempotencyKey] = values[:1:1]
+	a.keyVal[0] = o.header
+	h[HeaderIdempotencyKey] = a.keyVal[:]
 	o.hdr = h
 	return h
 }

@@ -2,7 +2,6 @@ package idem
 
 import (
 	"context"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -106,48 +105,43 @@ func (t *Transport) resolveKey(req *http.Request) (key, header string, err error
 	return "", "", nil
 }
 
-// send makes one attempt. A bound > 0 limits the wait for the response
-// headers (capped says it comes from the WithMaxElapsed cap); it does not apply
-// to reading the body. timedOut reports that the bound fired, in which case the
-// response, if any, has been closed and err is an *attemptTimeoutError.
-func (t *Transport) send(req *http.Request, bound time.Duration, capped bool) (resp *http.Response, timedOut bool, err error) {
+// send makes one attempt with req. A bound > 0 limits the wait for the
+// response headers (capped says it comes from the WithMaxElapsed cap); it does
+// not apply to reading the body. A bound needs the attempt a that holds req,
+// bound to a cancellable context. timedOut reports that the bound fired, in
+// which case the response, if any, has been closed and err is an
+// *attemptTimeoutError.
+func (t *Transport) send(req *http.Request, a *attempt, bound time.Duration, capped bool) (resp *http.Response, timedOut bool, err error) {
 	if bound <= 0 {
 		resp, err = t.next.RoundTrip(req)
 		return resp, false, err
 	}
-	ctx, cancel := context.WithCancel(req.Context())
-	timer := time.AfterFunc(bound, cancel)
-	resp, err = t.next.RoundTrip(req.WithContext(ctx))
+	e := expirers.Get().(*expirer)
+	e.a = a
+	timer := time.AfterFunc(bound, e.fn)
+	resp, err = t.next.RoundTrip(req)
 	if !timer.Stop() {
-		// The bound fired: the body may be cut, whatever came back.
+		// The bound fired (e is the timer's now): the body may be cut,
+		// whatever came back.
 		if resp != nil && resp.Body != nil {
 			_ = resp.Body.Close()
 		}
-		cancel()
+		a.release()
 		return nil, true, &attemptTimeoutError{after: bound, capped: capped}
 	}
+	e.a = nil
+	expirers.Put(e)
 	if err != nil {
-		cancel()
+		a.release()
 		return nil, false, err
 	}
 	if resp.Body != nil && resp.StatusCode != http.StatusSwitchingProtocols {
-		// The body must outlive the bound: cancel the attempt's context only
-		// when the caller (or discard) closes it.
-		resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+		// The body must outlive the bound: release the attempt's context
+		// only when the caller (or discard) closes it.
+		a.body = resp.Body
+		resp.Body = (*attemptBody)(a)
 	}
 	return resp, false, nil
-}
-
-// cancelOnClose cancels an attempt's context when its response body is closed.
-type cancelOnClose struct {
-	io.ReadCloser
-	cancel context.CancelFunc
-}
-
-func (b *cancelOnClose) Close() error {
-	err := b.ReadCloser.Close()
-	b.cancel()
-	return err
 }
 
 // attemptTimeoutError is the error of an attempt cut by WithAttemptTimeout or
