@@ -61,16 +61,20 @@ func (a *API) Create(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			server.WriteProblem(w, server.Problem{Type: server.ProblemBodyTooLarge, Title: "Request body too large",
-				Status: http.StatusRequestEntityTooLarge, Detail: fmt.Sprintf("the body exceeds %d bytes", MaxBodyBytes)})
+		if isTooLarge(err) {
+			writeTooLarge(w)
 			return
 		}
 		writeBadJSON(w, err.Error())
 		return
 	}
+	// The rest of the body must be whitespace; reading it may also be what
+	// takes the body past the limit, which is a 413 like any other.
 	if _, err := dec.Token(); err != io.EOF {
+		if isTooLarge(err) {
+			writeTooLarge(w)
+			return
+		}
 		writeBadJSON(w, "trailing data after the JSON object")
 		return
 	}
@@ -145,6 +149,16 @@ func isCurrency(s string) bool {
 		}
 	}
 	return true
+}
+
+func isTooLarge(err error) bool {
+	var tooBig *http.MaxBytesError
+	return errors.As(err, &tooBig)
+}
+
+func writeTooLarge(w http.ResponseWriter) {
+	server.WriteProblem(w, server.Problem{Type: server.ProblemBodyTooLarge, Title: "Request body too large",
+		Status: http.StatusRequestEntityTooLarge, Detail: fmt.Sprintf("the body exceeds %d bytes", MaxBodyBytes)})
 }
 
 func writeBadJSON(w http.ResponseWriter, detail string) {
