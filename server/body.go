@@ -10,6 +10,10 @@ import (
 // errBodyTooLarge reports a request body over the configured limit.
 var errBodyTooLarge = errors.New("idem/server: request body too large")
 
+// preallocLimit bounds what readBody allocates up front on the word of a
+// declared Content-Length; a longer body grows the buffer as it arrives.
+const preallocLimit = 1 << 20
+
 // readBody reads the whole request body, at most max bytes. A declared
 // Content-Length over max fails before anything is read.
 func readBody(r *http.Request, max int64) ([]byte, error) {
@@ -21,7 +25,7 @@ func readBody(r *http.Request, max int64) ([]byte, error) {
 	}
 	var buf []byte
 	if r.ContentLength >= 0 {
-		buf = make([]byte, 0, r.ContentLength+1) // +1: room to see EOF without growing
+		buf = make([]byte, 0, min(r.ContentLength, preallocLimit)+1) // +1: room to see EOF without growing
 	} else {
 		buf = make([]byte, 0, min(max+1, 512))
 	}

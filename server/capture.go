@@ -142,25 +142,22 @@ func (c *captureWriter) send() {
 // header value slices pass to the store, which must not modify them: the
 // handler has returned and nothing else writes them. When every header the
 // handler set is allow-listed, the handler's own map is passed.
-func (c *captureWriter) record(allowed map[string]bool) *Response {
+func (c *captureWriter) record(allowed headerSet) *Response {
 	h := c.header
-	for k := range c.header {
-		if !allowed[k] {
-			h = filterHeader(c.header, allowed)
-			break
-		}
+	if !allowed.holdsAll(h) {
+		h = filterHeader(h, allowed)
 	}
 	return &Response{Status: c.finalStatus(), Header: h, Body: c.body}
 }
 
 // filterHeader returns the allow-listed fields of src under canonical keys,
 // or nil if there are none.
-func filterHeader(src http.Header, allowed map[string]bool) http.Header {
+func filterHeader(src http.Header, allowed headerSet) http.Header {
 	var h http.Header
 	for k, v := range src {
 		ck := k
-		if !allowed[ck] {
-			if ck = http.CanonicalHeaderKey(k); !allowed[ck] {
+		if !allowed.has(ck) {
+			if ck = http.CanonicalHeaderKey(k); !allowed.has(ck) {
 				continue
 			}
 		}

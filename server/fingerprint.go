@@ -30,29 +30,24 @@ func ExactBody(r *http.Request, body []byte) string {
 // not rejected: it falls back to its exact bytes, in a separate domain, so it
 // never equals a canonicalised body; the handler decides whether it is valid.
 func CanonicalJSON(r *http.Request, body []byte) string {
-	if c, ok := canonicalJSON(body); ok {
+	var stack [1024]byte // the canonical form of a small body stays on the stack
+	if c, ok := appendCanonicalJSON(stack[:0], body); ok {
 		return fingerprint(r, 'j', c)
 	}
 	return fingerprint(r, 'r', body)
 }
 
-// smallInput is how much fingerprint hashes from a stack buffer in one call;
-// larger inputs are streamed through a hash.Hash.
-const smallInput = 2048
-
 // fingerprint hashes the method and the path with its raw query, each followed
 // by a NUL (neither can contain one, so fields cannot run into each other),
-// then the domain byte (raw or canonical JSON) and the body.
+// then the domain byte (raw or canonical JSON) and the body. The body is
+// hashed where it is, never copied.
 func fingerprint(r *http.Request, domain byte, body []byte) string {
-	path := r.URL.EscapedPath()
+	var target [256]byte // grows on the heap only for a longer method and path
+	h := sha256.New()
+	h.Write(appendTarget(target[:0], r.Method, r.URL.EscapedPath(), r.URL, domain))
+	h.Write(body)
 	var sum [sha256.Size]byte
-	if len(r.Method)+len(path)+len(r.URL.RawQuery)+4+len(body) <= smallInput {
-		var stack [smallInput]byte
-		b := appendTarget(stack[:0], r.Method, path, r.URL, domain)
-		sum = sha256.Sum256(append(b, body...))
-	} else {
-		sum = hashLarge(appendTarget(nil, r.Method, path, r.URL, domain), body)
-	}
+	h.Sum(sum[:0])
 	var out [2 * sha256.Size]byte
 	hex.Encode(out[:], sum[:])
 	return string(out[:])
@@ -67,12 +62,4 @@ func appendTarget(b []byte, method, path string, u *url.URL, domain byte) []byte
 		b = append(b, u.RawQuery...)
 	}
 	return append(b, 0, domain)
-}
-
-func hashLarge(target, body []byte) (sum [sha256.Size]byte) {
-	h := sha256.New()
-	h.Write(target)
-	h.Write(body)
-	h.Sum(sum[:0])
-	return sum
 }

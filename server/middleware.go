@@ -63,8 +63,7 @@ type exchange struct {
 
 	ran      bool // run was called
 	keep     bool // run said the response may be recorded
-	panicked bool
-	panicVal any
+	panicked bool // the handler panicked with ev.Panic
 }
 
 func (ex *exchange) serve() {
@@ -142,7 +141,7 @@ func (ex *exchange) run(ctx context.Context) (resp *Response, keep bool) {
 	}
 	defer func() {
 		if v := recover(); v != nil {
-			ex.panicked, ex.panicVal = true, v
+			ex.panicked, ex.ev.Panic = true, v
 			resp, keep = &Response{Status: http.StatusInternalServerError}, false
 		}
 	}()
@@ -188,9 +187,8 @@ func (ex *exchange) finish(res Result, err error) {
 		if err != nil {
 			ex.ev.Err = err
 		}
-		ex.ev.Panic = ex.panicVal
 		ex.emit()
-		panic(ex.panicVal)
+		panic(ex.ev.Panic)
 	}
 	if err == nil && ex.ran != (res.Outcome == OutcomeExecuted) {
 		err = fmt.Errorf("%w: outcome %v after the handler ran=%v", errStoreContract, res.Outcome, ex.ran)

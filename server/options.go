@@ -35,7 +35,7 @@ type config struct {
 	maxResponseBytes int64
 	scope            func(*http.Request) (string, error)
 	fingerprint      Fingerprint
-	storedHeaders    map[string]bool
+	storedHeaders    headerSet
 	inProgressWait   time.Duration
 	onOutcome        func(OutcomeEvent)
 	// pollDelay returns how long to wait before asking the store again, for the
@@ -52,7 +52,7 @@ func newConfig(opts []Option) *config {
 		maxBodyBytes:     DefaultMaxBodyBytes,
 		maxResponseBytes: DefaultMaxResponseBytes,
 		fingerprint:      ExactBody,
-		storedHeaders:    map[string]bool{"Content-Type": true, "Location": true, "Etag": true},
+		storedHeaders:    headerSet{"Content-Type", "Location", "Etag"},
 		pollDelay:        pollDelay,
 	}
 	for _, o := range opts {
@@ -185,16 +185,7 @@ func WithStoredHeaders(names ...string) Option {
 		}
 		add = append(add, k)
 	}
-	return func(c *config) {
-		m := make(map[string]bool, len(c.storedHeaders)+len(add))
-		for k := range c.storedHeaders {
-			m[k] = true
-		}
-		for _, k := range add {
-			m[k] = true
-		}
-		c.storedHeaders = m
-	}
+	return func(c *config) { c.storedHeaders = c.storedHeaders.with(add...) }
 }
 
 // neverStored lists the headers that WithStoredHeaders refuses: per-response

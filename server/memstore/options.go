@@ -12,12 +12,12 @@ const DefaultMaxEntries = 100_000
 type Option func(*config)
 
 type config struct {
-	now        func() time.Time
+	now        func() time.Time // nil: the system clock
 	maxEntries int
 }
 
 func defaultConfig() config {
-	return config{now: time.Now, maxEntries: DefaultMaxEntries}
+	return config{maxEntries: DefaultMaxEntries}
 }
 
 // WithClock sets the clock that stamps claims and expires records (default

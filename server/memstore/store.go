@@ -1,10 +1,11 @@
 package memstore
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"hash/maphash"
+	"math"
+	"math/bits"
 	"sync/atomic"
 	"time"
 
@@ -23,7 +24,8 @@ const (
 // Store is an in-memory, sharded server.Store. It is safe for concurrent use.
 // Build it with New; the zero value is not usable.
 type Store struct {
-	now        func() time.Time
+	now        func() time.Time // nil: the system clock, read through time.Since
+	epoch      time.Time        // the origin of clock
 	maxEntries int64
 	seed       maphash.Seed
 	shards     [numShards]shard
@@ -31,7 +33,6 @@ type Store struct {
 	entries   atomic.Int64 // claims and records held
 	evictions atomic.Uint64
 	refusals  atomic.Uint64
-	tokens    atomic.Uint64
 }
 
 var _ server.Store = (*Store)(nil)
@@ -43,6 +44,11 @@ func New(opts ...Option) *Store {
 		o(&cfg)
 	}
 	s := &Store{now: cfg.now, maxEntries: int64(cfg.maxEntries), seed: maphash.MakeSeed()}
+	if s.now == nil {
+		s.epoch = time.Now()
+	} else {
+		s.epoch = s.now()
+	}
 	for i := range s.shards {
 		s.shards[i].m = make(map[recordKey]*entry)
 	}
@@ -69,17 +75,18 @@ func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) 
 	}
 	k := recordKey{scope: req.Scope, key: req.Key}
 	sh := s.shardFor(k)
-	token := s.tokens.Add(1)
 	for swept := false; ; swept = true {
-		res, st := s.begin(sh, k, req, token)
+		res, e, st := s.begin(sh, k, req)
 		switch st {
 		case answered:
-			if res.Response != nil { // a stored record: immutable, copied outside the lock
-				res.Response = cloneResponse(res.Response)
+			if e != nil { // a replay: the record is immutable, copied outside the lock
+				res.Response = e.stored.response()
 			}
 			return res, nil
 		case claimed:
-			return s.execute(ctx, sh, k, req.TTL, token, run)
+			// Only a claim's owner writes e.owner, and only after run: this
+			// goroutine may read the token it was given without the lock.
+			return s.execute(ctx, sh, e, req.TTL, e.owner, run)
 		}
 		if swept {
 			s.refusals.Add(1)
@@ -89,21 +96,22 @@ func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) 
 	}
 }
 
-// begin answers from an existing live entry, or claims (scope, key) for token.
-// A replay's Response is the stored record itself, which the caller must copy.
-func (s *Store) begin(sh *shard, k recordKey, req server.Request, token uint64) (server.Result, beginState) {
+// begin answers from an existing live entry, or claims (scope, key) under a
+// new owner token of the shard. It returns the entry of a replay (whose record
+// the caller copies outside the lock) or the new claim; nil otherwise.
+func (s *Store) begin(sh *shard, k recordKey, req server.Request) (server.Result, *entry, beginState) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	now := s.now()
+	now := s.clock()
 	if e := sh.m[k]; e != nil {
-		if e.owner != 0 || now.Before(e.expires) {
+		if e.owner != 0 || now < e.deadline {
 			if e.fingerprint != req.Fingerprint {
-				return server.Result{Outcome: server.OutcomeMismatch}, answered
+				return server.Result{Outcome: server.OutcomeMismatch}, nil, answered
 			}
 			if e.owner != 0 {
-				return server.Result{Outcome: server.OutcomeInProgress, RetryAfter: retryAfter(e, now)}, answered
+				return server.Result{Outcome: server.OutcomeInProgress, RetryAfter: retryAfter(e, now)}, nil, answered
 			}
-			return server.Result{Outcome: server.OutcomeReplayed, Response: e.resp}, answered
+			return server.Result{Outcome: server.OutcomeReplayed}, e, answered
 		}
 		sh.remove(e) // expired: the key is a new operation
 		s.freed(1)
@@ -112,56 +120,62 @@ func (s *Store) begin(sh *shard, k recordKey, req server.Request, token uint64) 
 	if !s.reserve() {
 		s.freed(sh.sweep(now, fullSweep))
 		if !s.reserve() {
-			return server.Result{}, full
+			return server.Result{}, nil, full
 		}
 	}
-	sh.m[k] = &entry{key: k, fingerprint: req.Fingerprint, owner: token, claimedAt: now, lockTTL: req.LockTTL, index: -1}
-	return server.Result{}, claimed
+	sh.tokens++ // never 0, which marks a record
+	e := &entry{key: k, fingerprint: req.Fingerprint, owner: sh.tokens, deadline: after(now, req.LockTTL), index: -1}
+	sh.m[k] = e
+	return server.Result{}, e, claimed
 }
 
-// execute runs the handler under token's claim, then records or releases it.
-func (s *Store) execute(ctx context.Context, sh *shard, k recordKey, ttl time.Duration, token uint64, run server.RunFunc) (server.Result, error) {
+// execute runs the handler under token's claim e, then records or releases it.
+func (s *Store) execute(ctx context.Context, sh *shard, e *entry, ttl time.Duration, token uint64, run server.RunFunc) (server.Result, error) {
 	returned := false
 	defer func() {
 		if !returned { // run panicked: release, and let the panic continue
-			s.finish(sh, k, token, nil, 0)
+			s.finish(sh, e, token, nil, 0)
 		}
 	}()
 	resp, keep := run(ctx)
 	returned = true
 	if !keep || resp == nil {
-		s.finish(sh, k, token, nil, 0)
+		s.finish(sh, e, token, nil, 0)
 		return server.Result{Outcome: server.OutcomeExecuted, Response: resp}, nil
 	}
-	if !s.finish(sh, k, token, resp, ttl) {
+	if !s.finish(sh, e, token, resp, ttl) {
 		return server.Result{}, fmt.Errorf("memstore: claim lost before the response was recorded: %w", server.ErrNotRecorded)
 	}
 	return server.Result{Outcome: server.OutcomeExecuted, Response: resp}, nil
 }
 
-// finish is the compare-and-set on (scope, key, token): with resp nil it
-// releases the claim, otherwise it turns the claim into a record of a copy of
-// resp that expires after ttl. It reports false, changing nothing, when token
-// does not own the key.
-func (s *Store) finish(sh *shard, k recordKey, token uint64, resp *server.Response, ttl time.Duration) bool {
-	var stored *server.Response
+// finish is the compare-and-set on (scope, key, token) for the claim e that
+// token made: with resp nil it releases the claim, otherwise it turns the
+// claim into a record of a copy of resp that expires after ttl. It reports
+// false, changing nothing visible, when token no longer owns the key.
+//
+// The copy is made into e before the lock is taken: a claim's entry is never
+// handed to another owner (a new claim is a new entry), so only token's holder
+// writes e.stored, and nobody reads it before e.resp is set under the lock.
+// For the same reason the owner check is the whole compare-and-set: a claim
+// stays in the map, under its key, until its owner records or releases it.
+func (s *Store) finish(sh *shard, e *entry, token uint64, resp *server.Response, ttl time.Duration) bool {
 	if resp != nil {
-		stored = cloneResponse(resp) // outside the lock
+		e.stored.set(resp)
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e := sh.m[k]
-	if e == nil || e.owner != token {
+	if e.owner != token {
 		return false
 	}
-	if stored == nil {
-		delete(sh.m, k)
+	if resp == nil {
+		delete(sh.m, e.key)
 		s.entries.Add(-1)
 		return true
 	}
 	e.owner = 0
-	e.resp = stored
-	e.expires = s.now().Add(ttl)
+	e.resp = &e.stored
+	e.deadline = after(s.clock(), ttl)
 	sh.addRecord(e)
 	return true
 }
@@ -169,7 +183,7 @@ func (s *Store) finish(sh *shard, k recordKey, token uint64, resp *server.Respon
 // sweepAll removes up to fullSweep expired records across every shard, one
 // shard lock at a time.
 func (s *Store) sweepAll() {
-	now := s.now()
+	now := s.clock()
 	removed := 0
 	for i := range s.shards {
 		if removed >= fullSweep {
@@ -205,25 +219,46 @@ func (s *Store) freed(n int) {
 	}
 }
 
+// shardFor picks k's shard from a seeded hash of its key and scope.
 func (s *Store) shardFor(k recordKey) *shard {
-	var h maphash.Hash
-	h.SetSeed(s.seed)
-	h.WriteString(k.scope)
-	h.WriteByte(0)
-	h.WriteString(k.key)
-	return &s.shards[h.Sum64()%numShards]
+	h := maphash.String(s.seed, k.key)
+	if k.scope != "" {
+		h ^= bits.RotateLeft64(maphash.String(s.seed, k.scope), 31) * 0x9e3779b97f4a7c15
+	}
+	return &s.shards[(h^h>>32)%numShards]
+}
+
+// clock reads the store's clock as nanoseconds since the store was built, so
+// that deadlines compare as integers. The system clock is read as
+// time.Since(epoch): its monotonic reading alone, which costs half of
+// time.Now.
+func (s *Store) clock() int64 {
+	if s.now == nil {
+		return int64(time.Since(s.epoch))
+	}
+	return int64(s.now().Sub(s.epoch))
+}
+
+// after returns the deadline d after t, saturating instead of wrapping.
+func after(t int64, d time.Duration) int64 {
+	if sum := t + int64(d); (d > 0) == (sum > t) {
+		return sum
+	}
+	if d > 0 {
+		return math.MaxInt64
+	}
+	return math.MinInt64
 }
 
 // retryAfter is the claim's remaining lease, at least one second: the claim
 // itself stays held past it while its handler runs.
-func retryAfter(e *entry, now time.Time) time.Duration {
-	if d := e.claimedAt.Add(e.lockTTL).Sub(now); d > time.Second {
-		return d
+func retryAfter(e *entry, now int64) time.Duration {
+	if e.deadline <= now {
+		return time.Second
 	}
-	return time.Second
-}
-
-// cloneResponse copies r so that neither side aliases the other's header or body.
-func cloneResponse(r *server.Response) *server.Response {
-	return &server.Response{Status: r.Status, Header: r.Header.Clone(), Body: bytes.Clone(r.Body)}
+	d := time.Duration(e.deadline - now)
+	if d < 0 { // wrapped: the lease ends beyond what a Duration holds
+		return math.MaxInt64
+	}
+	return max(d, time.Second)
 }
