@@ -33,13 +33,13 @@ func TestQuickRun(t *testing.T) {
 				t.Errorf("%s lacks %q", ResultsFile, want)
 			}
 		}
-		for _, name := range []string{ChartContentionCalls, ChartContentionTime, ChartStorm} {
+		for _, name := range []string{ChartContentionCalls, ChartContentionTime, ChartStorm, ChartServer} {
 			b, err := os.ReadFile(filepath.Join(out, name))
 			if err != nil {
 				t.Error(err)
 				continue
 			}
-			if !bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) || len(b) > 200<<10 {
+			if !bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) || len(b) > 100<<10 {
 				t.Errorf("%s: not a small PNG (%d bytes)", name, len(b))
 			}
 		}
@@ -95,14 +95,43 @@ func TestQuickRun(t *testing.T) {
 	})
 
 	t.Run("server", func(t *testing.T) {
-		rows := rep.Server.Rows
-		if len(rows) != 3 || !strings.Contains(rows[1].Store, "memory") {
-			t.Fatalf("server rows: %+v", rows)
+		sv := rep.Server
+		if sv == nil {
+			t.Fatal("no server result")
 		}
-		for _, r := range rows {
-			if r.Requests == 0 || r.Errors != 0 || r.P99 < r.P50 {
-				t.Errorf("%s, %s: %d requests, %d errors, p50 %v, p99 %v", r.Store, r.Case, r.Requests, r.Errors, r.P50, r.P99)
+		for _, r := range sv.Rows {
+			if r.Requests == 0 || r.Errors != 0 || r.P99 < r.P50 || r.Ratio <= 0 {
+				t.Errorf("%s, %s, %s: %d requests, %d errors (first: %s), p50 %v, p99 %v, ratio %.2f",
+					r.Label(), r.Case, r.Mode, r.Requests, r.Errors, r.FirstError, r.P50, r.P99, r.Ratio)
 			}
+		}
+		for _, st := range ServerStores() {
+			name, _, _ := strings.Cut(st.Name, " (")
+			t.Run(name, func(t *testing.T) {
+				if why, skipped := sv.Skipped[st.Name]; skipped {
+					if os.Getenv("IDEM_REQUIRE_SERVICES") == "1" {
+						t.Fatalf("%s not measured (IDEM_REQUIRE_SERVICES=1): %s", st.Name, why)
+					}
+					t.Skipf("%s not measured: %s (IDEM_REQUIRE_SERVICES=1 makes this a failure)", st.Name, why)
+				}
+				var rows []ServerLoadResult
+				for _, r := range sv.Rows {
+					if r.Store == st.Name {
+						rows = append(rows, r)
+					}
+				}
+				if len(rows) != 4 {
+					t.Fatalf("%d rows, want 4 (new key and replay, sequential and parallel): %+v", len(rows), rows)
+				}
+				for _, r := range rows {
+					t.Logf("%s, %s: %.2f × %s, p50 %+v, p99 %+v, %.2f round trips per request (%+.2f)",
+						r.Case, r.Mode, r.Ratio, r.Baseline, r.AddedP50, r.AddedP99, r.RoundTrips, r.AddedRoundTrips)
+					if st.Name == StoreRedis && !meetsRedisTrips(r) {
+						t.Errorf("%s, %s: %.3f round trips to Redis per request, want at most %v",
+							r.Case, r.Mode, r.RoundTrips, redisTripsTarget(r.Case))
+					}
+				}
+			})
 		}
 	})
 }

@@ -6,7 +6,7 @@
 // gonum/plot. One command runs every section and writes results/RESULTS.md:
 //
 //	cd bench && go run ./cmd/bench          # full run, a few minutes on 2 cores
-//	cd bench && go run ./cmd/bench -quick   # CI-sized smoke run, under a minute
+//	cd bench && go run ./cmd/bench -quick   # CI-sized smoke run, about 25 s
 //
 // The client overhead measurements are also ordinary benchmarks:
 //
@@ -18,5 +18,9 @@
 //  2. Correctness under faults: duplicate payments and attempts per operation (Faults).
 //  3. The AWS "Exponential Backoff and Jitter" contention simulation, in virtual time (Contention).
 //  4. Retry storm against a failing dependency, with and without a retry budget (Storm).
-//  5. Server throughput and p99 latency per store against the bare handler (ServerLoad).
+//  5. Server throughput, p50/p99 latency and round trips per store (memory,
+//     PostgreSQL, Redis) against the same handler without idem (ServerLoad).
+//     PostgreSQL and Redis are found through IDEM_POSTGRES_URL and
+//     IDEM_REDIS_ADDR; a store whose server cannot be reached is skipped and
+//     RESULTS.md says why.
 package bench

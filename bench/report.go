@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -167,27 +168,126 @@ func (r *Report) writeStorm(w writef) {
 
 func (r *Report) writeServer(w writef) {
 	c := r.ServerCfg
+	sv := r.Server
 	w("## 5. Server: throughput and latency per store\n\n")
-	w("%d closed-loop workers POST payments for %v per row to the demo payments server (`server/chaos.Handler`, no "+
-		"faults) over loopback, client and server in one process sharing the cores. \"bare handler\" is the same "+
-		"payments handler without the middleware (`/payments/unprotected`); \"new key\" sends a fresh Idempotency-Key "+
-		"every time (claim, handler, record); \"replay\" repeats one finished key per worker (the stored response is "+
-		"sent, the handler does not run).\n\n", c.Workers, c.Duration)
-	w("| store | case | requests | throughput (req/s) | × bare | p50 | p99 | errors |\n|---|---|--:|--:|--:|--:|--:|--:|\n")
-	for _, s := range r.Server.Rows {
-		w("| %s | %s | %d | %.0f | %.2f | %v | %v | %d |\n", s.Store, s.Case, s.Requests, s.Throughput, s.Ratio,
-			s.P50.Round(time.Microsecond), s.P99.Round(time.Microsecond), s.Errors)
+	w("Closed-loop clients POST payments for %v per row (after %v of warm-up; %d rounds, interleaved) to "+
+		"the demo payments server (`server/chaos.Handler`, no faults) over loopback, client and server in one process "+
+		"sharing the cores with the database servers: one client in the sequential rows, %d in the parallel ones. "+
+		"\"new key\" sends a fresh Idempotency-Key every time (claim, handler, record); \"replay\" repeats one finished "+
+		"key per client (the stored response is sent, the handler does not run). Each store is compared with the same "+
+		"payments handler without idem, in the same run and mode:\n\n", c.Duration, c.Warmup, c.Rounds, c.Workers)
+	w("- **%s**: `/payments/unprotected`, writing to the in-memory ledger; the baseline of the memory and Redis "+
+		"stores, whose handler writes to the in-memory ledger too (Redis cannot share the business write's transaction).\n", BaselineBare)
+	w("- **%s**: the payments handler writing to a PostgreSQL table (`server/pgstore/pgpayments`) in a transaction "+
+		"of its own (BEGIN, INSERT, COMMIT before the response is sent, rollback on a 5xx), on the same database and "+
+		"connection pool size as the PostgreSQL store, whose handler writes the same row inside the store's transaction "+
+		"(`pgstore.Tx`), which also holds the claim and the record.\n\n", BaselineOwnTx)
+	w("Each row runs on a fresh store, with tables (`idem_bench_*`) or a Redis key prefix (`idembench:*`) of its own, " +
+		"dropped or deleted after the row. Round trips are counted by a pgx tracer (a statement, a batch or a prepare " +
+		"is one) and a go-redis hook (a command or a pipeline is one), over the measured requests; the memory store " +
+		"makes none.")
+	if len(sv.Servers) > 0 {
+		var servers []string
+		for _, name := range slices.Sorted(maps.Keys(sv.Servers)) {
+			servers = append(servers, sv.Servers[name])
+		}
+		w(" Servers: %s, on this machine.", strings.Join(servers, ", "))
 	}
-	var measured []string
-	for _, s := range r.Server.Rows {
-		if s.Store != "bare handler" && !slices.Contains(measured, s.Store) {
-			measured = append(measured, s.Store)
+	w("\n\nHow to read it: requests, errors and latencies are those of all rounds; req/s is the median of the rounds' "+
+		"throughputs, so that a stall (see max) in one round, which costs a single client its whole length, does not "+
+		"decide it. With %d clients on %d cores the processor is saturated (this process and the database "+
+		"share it), so a parallel ratio is about the ratio of CPU cost per request. The PostgreSQL store's own benchmark "+
+		"(`BenchmarkPayments*` in server/pgstore) serves requests in-process and alternates idem and baseline request by "+
+		"request; its ratio of mean latencies is not the same quantity.\n\n", c.Workers, r.Machine.Cores)
+	if len(sv.Rows) > 0 {
+		w("![server throughput](%s)\n\n", ChartServer)
+	}
+	for _, mode := range []string{ModeSequential, ModeParallel} {
+		var rows []ServerLoadResult
+		for _, s := range sv.Rows {
+			if s.Mode == mode {
+				rows = append(rows, s)
+			}
+		}
+		if len(rows) == 0 {
+			continue
+		}
+		w("**%s (%d client%s)**\n\n", mode, rows[0].Workers, plural(rows[0].Workers))
+		w("| store | case | compared to | requests | req/s | × baseline | p50 | p99 | added p50 | added p99 | max | round trips / request (added) | errors |\n")
+		w("|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+		for _, s := range rows {
+			store, vs, ratio, add50, add99 := s.Store, s.Baseline, fmt.Sprintf("**%.2f**", s.Ratio), signed(s.AddedP50), signed(s.AddedP99)
+			if s.Case == CaseBaseline {
+				store, vs, ratio, add50, add99 = s.Baseline, "", "1.00", "", ""
+			}
+			trips := "—"
+			if s.RoundTrips >= 0 {
+				trips = fmt.Sprintf("%.2f", s.RoundTrips)
+				if s.Case != CaseBaseline {
+					trips += fmt.Sprintf(" (%+.2f)", s.AddedRoundTrips)
+				}
+			}
+			w("| %s | %s | %s | %d | %.0f | %s | %v | %v | %s | %s | %v | %s | %d |\n", store, s.Case, vs, s.Requests, s.Throughput,
+				ratio, s.P50.Round(time.Microsecond), s.P99.Round(time.Microsecond), add50, add99, s.Max.Round(time.Microsecond), trips, s.Errors)
+		}
+		w("\n")
+	}
+	for _, s := range sv.Rows {
+		if s.Errors > 0 {
+			w("Failed requests, %s, %s, %s: %d; the first: `%s`.\n\n", s.Label(), s.Case, s.Mode, s.Errors, s.FirstError)
 		}
 	}
-	w("\nStores measured: %s.", strings.Join(measured, ", "))
-	for name, why := range r.Server.Skipped {
-		w(" Skipped %s: %s.", name, why)
+	r.writeServerTargets(w)
+	if len(sv.Skipped) > 0 {
+		names := slices.Sorted(maps.Keys(sv.Skipped))
+		for _, name := range names {
+			w("**Skipped %s**: %s.\n\n", name, sv.Skipped[name])
+		}
 	}
-	w(" The PostgreSQL (`server/pgstore`) and Redis (`server/redisstore`) stores are separate modules and are not " +
-		"measured here yet; each is one more entry in `ServerStores` (bench/serverload.go).\n")
+}
+
+// writeServerTargets checks the rows against the stores' targets: PostgreSQL
+// keeps at least 60%% of its baseline's throughput for new keys, and Redis
+// makes at most two round trips per first request and one per replay.
+func (r *Report) writeServerTargets(w writef) {
+	var lines []string
+	verdict := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "**not met**"
+	}
+	for _, s := range r.Server.Rows {
+		switch {
+		case s.Store == StorePostgres && s.Case == CaseNewKey:
+			lines = append(lines, fmt.Sprintf("PostgreSQL, new key, %s: %.2f × its own-transaction baseline (target ≥ %.2f: %s)",
+				s.Mode, s.Ratio, PostgresTargetRatio, verdict(s.Ratio >= PostgresTargetRatio)))
+		case s.Store == StoreRedis && s.RoundTrips >= 0:
+			lines = append(lines, fmt.Sprintf("Redis, %s, %s: %.2f round trips per request (target ≤ %.0f: %s)",
+				s.Case, s.Mode, s.RoundTrips, redisTripsTarget(s.Case), verdict(meetsRedisTrips(s))))
+		}
+	}
+	if len(lines) == 0 {
+		return
+	}
+	w("Targets:\n\n")
+	for _, l := range lines {
+		w("- %s\n", l)
+	}
+	w("\n")
+}
+
+// signed formats d with its sign, rounded to the microsecond.
+func signed(d time.Duration) string {
+	if d < 0 {
+		return "−" + (-d).Round(time.Microsecond).String()
+	}
+	return "+" + d.Round(time.Microsecond).String()
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }

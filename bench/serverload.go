@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,33 +16,58 @@ import (
 
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/chaos"
-	"github.com/idemkit/idem/server/memstore"
 	"github.com/idemkit/idem/server/payments"
 )
 
 // StoreTarget is one idempotency store measured by section 5. Adding a store
-// (the PostgreSQL and Redis stores live in their own modules) is one more
-// StoreTarget in ServerStores and a require in bench/go.mod.
+// is one more StoreTarget in ServerStores (stores.go) and, for a store in a
+// module of its own, a require with a replace in bench/go.mod.
 type StoreTarget struct {
 	Name string
-	// Open returns a fresh store and a function that releases it. An error
-	// (the database is not reachable, say) skips the store; the report says so.
-	Open func(ctx context.Context) (server.Store, func(), error)
+	// Open sets up a fresh store for workers concurrent requests, on tables or
+	// keys of its own. An error (the database is not reachable, say) skips the
+	// store; the report says why.
+	Open func(ctx context.Context, workers int) (*StoreRig, error)
 }
 
-// ServerStores returns the stores section 5 measures.
-func ServerStores() []StoreTarget {
-	return []StoreTarget{
-		{Name: "memory (server/memstore)", Open: func(context.Context) (server.Store, func(), error) {
-			return memstore.New(), func() {}, nil
-		}},
-	}
+// StoreRig is an opened store and what its rows are measured with.
+type StoreRig struct {
+	Store server.Store
+	// Ledger is where the payments handler writes, with and without idem.
+	Ledger payments.Ledger
+	// Baseline names what the store is compared to: the same payments handler,
+	// on the same Ledger, without idem. Stores with the same Baseline share its
+	// rows.
+	Baseline string
+	// WrapBaseline wraps the payments handler for the baseline rows (to give it
+	// a transaction of its own, say); nil serves the handler as it is.
+	WrapBaseline func(http.Handler) http.Handler
+	// RoundTrips, when not nil, returns the round trips sent to the store's
+	// server so far.
+	RoundTrips func() int64
+	// Server names the server the store talks to and its version ("Redis
+	// 7.0.15"); empty for an in-process store.
+	Server string
+	// Close releases the rig and deletes what it wrote (tables, keys).
+	Close func() error
 }
 
-// ServerLoadConfig sets up section 5: Workers closed-loop clients POST payments
-// for Duration to the demo payments server (server/chaos.Handler, no faults),
-// after Warmup of the same load that is not counted. Every row is measured
-// Rounds times, interleaved with the others, and the rounds are pooled.
+// Section 5's cases and modes, as ServerLoadResult names them.
+const (
+	CaseBaseline = "baseline" // the payments handler without idem
+	CaseNewKey   = "new key"  // every request a new operation: a claim, the handler, a record
+	CaseReplay   = "replay"   // every request repeats a finished operation
+
+	ModeSequential = "sequential" // one closed-loop worker
+	ModeParallel   = "parallel"   // ServerLoadConfig.Workers closed-loop workers
+)
+
+// ServerLoadConfig sets up section 5: closed-loop clients POST payments for
+// Duration to the demo payments server (server/chaos.Handler, no faults),
+// after Warmup of the same load that is not counted; one client in the
+// sequential rows, Workers in the parallel ones. Every row is measured Rounds
+// times, interleaved with the others: its throughput is the median of the
+// rounds', its latencies are pooled.
 type ServerLoadConfig struct {
 	Workers  int
 	Duration time.Duration
@@ -51,106 +77,215 @@ type ServerLoadConfig struct {
 
 // ServerLoadResult is one row of section 5.
 type ServerLoadResult struct {
-	// Store is the store's name, or "bare handler" for the route without the
-	// middleware.
+	// Store is the store's name; empty in a baseline row.
 	Store string
-	// Case is "no key" (the bare handler), "new key" (every request a new
-	// operation: a claim, the handler, a record) or "replay" (every request
-	// repeats a finished operation).
-	Case       string
-	Requests   int
-	Errors     int
-	Throughput float64 // requests per second
+	// Baseline is the name of the baseline the row is compared to (or is).
+	Baseline string
+	Case     string // CaseBaseline, CaseNewKey or CaseReplay
+	Mode     string // ModeSequential or ModeParallel
+	Workers  int
+	Requests int
+	Errors   int
+	// FirstError is the first failed request's error, if any.
+	FirstError string
+	// Throughput is in successful requests per second: the median of the
+	// rounds', so that a stall in one round (other work on the machine, a
+	// checkpoint) does not decide it.
+	Throughput float64
 	P50, P99   time.Duration
-	// Ratio is Throughput relative to the bare handler's.
+	// Max is the slowest request: a stall (a checkpoint, other work on the
+	// machine) shows here, and costs a single client its whole length.
+	Max time.Duration
+	// Ratio is Throughput relative to the baseline's, in the same mode.
 	Ratio float64
+	// AddedP50 and AddedP99 are P50 and P99 minus the baseline's, in the same mode.
+	AddedP50, AddedP99 time.Duration
+	// RoundTrips is the mean number of round trips per request to the store's
+	// server (the database's, for a baseline on it: the handler's own
+	// statements count too), or -1 where they are not counted.
+	RoundTrips float64
+	// AddedRoundTrips is RoundTrips minus the baseline's, or 0 where either is
+	// not counted.
+	AddedRoundTrips float64
 
-	lat     []time.Duration
-	elapsed time.Duration
+	lat    []time.Duration
+	rounds []float64 // each round's throughput
+	trips  int64
+}
+
+// Label names the row's subject: the store, or the baseline in a baseline row.
+func (r ServerLoadResult) Label() string {
+	if r.Case == CaseBaseline {
+		return r.Baseline
+	}
+	return r.Store
 }
 
 // ServerLoadReport holds the rows and the stores that could not be measured.
 type ServerLoadReport struct {
 	Rows    []ServerLoadResult
 	Skipped map[string]string // store name -> why
+	// Servers holds the server each measured store talked to, by store name.
+	Servers map[string]string
 }
 
-// serverRow is one row to measure: a store (nil for the bare handler) and a case.
+// serverRow is one row to measure: the target whose rig serves it, a case and
+// a number of workers.
 type serverRow struct {
-	store  string
-	open   func(ctx context.Context) (server.Store, func(), error)
-	path   string
-	replay bool
+	target   StoreTarget
+	store    string // "" for a baseline row
+	baseline string
+	kind     string
+	mode     string
+	workers  int
 }
 
-// RunServerLoad measures the bare handler, then each store with new keys and
-// with replays.
+// RunServerLoad measures, sequentially and in parallel, each store's baseline
+// and each store with new keys and with replays.
 func RunServerLoad(ctx context.Context, cfg ServerLoadConfig, stores []StoreTarget) (ServerLoadReport, error) {
 	if cfg.Workers <= 0 || cfg.Duration <= 0 || cfg.Rounds <= 0 || cfg.Warmup < 0 {
 		return ServerLoadReport{}, fmt.Errorf("bench: RunServerLoad: Workers, Duration and Rounds must be positive")
 	}
-	rep := ServerLoadReport{Skipped: map[string]string{}}
-	rows := []serverRow{{store: "bare handler", path: "/payments/unprotected", open: func(context.Context) (server.Store, func(), error) {
-		return memstore.New(), func() {}, nil // the route does not use it
-	}}}
+	rep := ServerLoadReport{Skipped: map[string]string{}, Servers: map[string]string{}}
+	type opened struct {
+		target   StoreTarget
+		baseline string
+	}
+	var reachable []opened
 	for _, st := range stores {
-		store, release, err := st.Open(ctx) // is it reachable at all?
+		rig, err := st.Open(ctx, cfg.Workers) // is it reachable at all?
 		if err != nil {
+			if err := ctx.Err(); err != nil {
+				return rep, err
+			}
 			rep.Skipped[st.Name] = err.Error()
 			continue
 		}
-		_ = store
-		release()
-		rows = append(rows,
-			serverRow{store: st.Name, open: st.Open, path: "/payments"},
-			serverRow{store: st.Name, open: st.Open, path: "/payments", replay: true})
+		baseline := rig.Baseline
+		if rig.Server != "" {
+			rep.Servers[st.Name] = rig.Server
+		}
+		if err := rig.Close(); err != nil {
+			return rep, fmt.Errorf("bench: server load %s: close: %w", st.Name, err)
+		}
+		reachable = append(reachable, opened{st, baseline})
+	}
+	var rows []serverRow
+	for _, m := range []struct {
+		name    string
+		workers int
+	}{{ModeSequential, 1}, {ModeParallel, cfg.Workers}} {
+		for _, o := range reachable {
+			if !slices.ContainsFunc(rows, func(r serverRow) bool {
+				return r.kind == CaseBaseline && r.baseline == o.baseline && r.mode == m.name
+			}) {
+				rows = append(rows, serverRow{target: o.target, baseline: o.baseline, kind: CaseBaseline, mode: m.name, workers: m.workers})
+			}
+			rows = append(rows,
+				serverRow{target: o.target, store: o.target.Name, baseline: o.baseline, kind: CaseNewKey, mode: m.name, workers: m.workers},
+				serverRow{target: o.target, store: o.target.Name, baseline: o.baseline, kind: CaseReplay, mode: m.name, workers: m.workers})
+		}
 	}
 	results := make([]ServerLoadResult, len(rows))
 	for range cfg.Rounds {
 		for i, row := range rows {
-			store, release, err := row.open(ctx)
-			if err != nil {
-				return rep, fmt.Errorf("bench: server load %s: %w", row.store, err)
+			if err := measureRow(ctx, cfg, row, &results[i]); err != nil {
+				return rep, err
 			}
-			lat, nErr, elapsed, err := loadOnce(ctx, cfg, store, row.path, row.replay)
-			release()
-			if err != nil {
-				return rep, fmt.Errorf("bench: server load %s: %w", row.store, err)
-			}
-			r := &results[i]
-			r.lat = append(r.lat, lat...)
-			r.Errors += nErr
-			r.elapsed += elapsed
 		}
 	}
 	for i, row := range rows {
 		r := &results[i]
-		r.Store, r.Case = row.store, "new key"
-		switch {
-		case row.path != "/payments":
-			r.Case = "no key"
-		case row.replay:
-			r.Case = "replay"
-		}
+		r.Store, r.Baseline, r.Case, r.Mode, r.Workers = row.store, row.baseline, row.kind, row.mode, row.workers
 		slices.Sort(r.lat)
 		r.Requests = len(r.lat)
-		r.Throughput = float64(len(r.lat)) / r.elapsed.Seconds()
-		r.P50, r.P99 = percentile(r.lat, 0.50), percentile(r.lat, 0.99)
-		r.Ratio = r.Throughput / results[0].Throughput
-		r.lat = nil
+		r.Throughput = median(r.rounds)
+		r.P50, r.P99, r.Max = percentile(r.lat, 0.50), percentile(r.lat, 0.99), r.lat[len(r.lat)-1]
+		r.RoundTrips = -1
+		if r.trips >= 0 {
+			r.RoundTrips = float64(r.trips) / float64(r.Requests+r.Errors)
+		}
+		r.lat, r.rounds = nil, nil
+	}
+	for i := range results {
+		r := &results[i]
+		b := results[slices.IndexFunc(rows, func(b serverRow) bool {
+			return b.kind == CaseBaseline && b.baseline == rows[i].baseline && b.mode == rows[i].mode
+		})]
+		r.Ratio = r.Throughput / b.Throughput
+		r.AddedP50, r.AddedP99 = r.P50-b.P50, r.P99-b.P99
+		if r.RoundTrips >= 0 && b.RoundTrips >= 0 {
+			r.AddedRoundTrips = r.RoundTrips - b.RoundTrips
+		}
 	}
 	rep.Rows = results
 	return rep, nil
 }
 
-// loadOnce serves the payments demo with store and drives path with
-// cfg.Workers closed-loop workers, first for cfg.Warmup (not counted), then for
-// cfg.Duration. With replay, each worker repeats one key (every request after
-// its first is a replay); otherwise every request carries a new key. It
-// returns the latencies of the successful requests, the number of failed ones
-// and the measured time.
-func loadOnce(ctx context.Context, cfg ServerLoadConfig, store server.Store, path string, replay bool) ([]time.Duration, int, time.Duration, error) {
-	srv := httptest.NewServer(chaos.Handler(store, payments.NewMemLedger(), nil))
+// measureRow opens a fresh rig for row, measures one round of it and adds
+// the round to r.
+func measureRow(ctx context.Context, cfg ServerLoadConfig, row serverRow, r *ServerLoadResult) (err error) {
+	name := row.store
+	if name == "" {
+		name = row.baseline
+	}
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("bench: server load %s, %s, %s: %w", name, row.kind, row.mode, err)
+		}
+	}()
+	rig, err := row.target.Open(ctx, cfg.Workers)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, rig.Close()) }()
+	create := http.Handler(http.HandlerFunc((&payments.API{Ledger: rig.Ledger}).Create))
+	var h http.Handler
+	path := "/payments"
+	switch {
+	case row.kind != CaseBaseline:
+		h = chaos.Handler(rig.Store, rig.Ledger, nil)
+	case rig.WrapBaseline != nil:
+		h = rig.WrapBaseline(create)
+	default:
+		h, path = chaos.Handler(rig.Store, rig.Ledger, nil), "/payments/unprotected"
+	}
+	w := cfg
+	w.Workers = row.workers
+	got, err := loadOnce(ctx, w, h, path, row.kind == CaseReplay, rig.RoundTrips)
+	if err != nil {
+		return err
+	}
+	r.lat = append(r.lat, got.lat...)
+	r.Errors += got.errors
+	if r.FirstError == "" && got.firstErr != nil {
+		r.FirstError = got.firstErr.Error()
+	}
+	r.rounds = append(r.rounds, float64(len(got.lat))/got.elapsed.Seconds())
+	if rig.RoundTrips == nil || r.trips < 0 {
+		r.trips = -1
+	} else {
+		r.trips += got.trips
+	}
+	return nil
+}
+
+// load is what one measured drive of loadOnce saw.
+type load struct {
+	lat      []time.Duration // of the successful requests
+	errors   int             // failed requests
+	firstErr error           // the first failure, if any
+	elapsed  time.Duration
+	trips    int64 // round trips the store made, when counted
+}
+
+// loadOnce serves h and drives path with cfg.Workers closed-loop workers,
+// first for cfg.Warmup (not counted), then for cfg.Duration. With replay, each
+// worker repeats one key (every request after its first is a replay);
+// otherwise every request carries a new key. When trips is not nil, it counts
+// the round trips the store made in the measured time.
+func loadOnce(ctx context.Context, cfg ServerLoadConfig, h http.Handler, path string, replay bool, trips func() int64) (load, error) {
+	srv := httptest.NewServer(h)
 	defer srv.Close()
 	tr := newBaseTransport()
 	defer tr.CloseIdleConnections()
@@ -170,11 +305,11 @@ func loadOnce(ctx context.Context, cfg ServerLoadConfig, store server.Store, pat
 		if err != nil {
 			return 0, err
 		}
-		_, err = io.Copy(io.Discard, resp.Body)
+		body, err := io.ReadAll(resp.Body)
 		_ = resp.Body.Close()
 		d := time.Since(start)
 		if err == nil && resp.StatusCode != http.StatusCreated {
-			err = fmt.Errorf("status %d", resp.StatusCode)
+			err = fmt.Errorf("status %d: %.200s", resp.StatusCode, body)
 		}
 		return d, err
 	}
@@ -182,7 +317,7 @@ func loadOnce(ctx context.Context, cfg ServerLoadConfig, store server.Store, pat
 	for w := range keys {
 		keys[w] = "load-" + strconv.FormatInt(seq.Add(1), 10)
 	}
-	drive := func(d time.Duration) ([]time.Duration, int, time.Duration, error) {
+	drive := func(d time.Duration) (load, error) {
 		lat := make([][]time.Duration, cfg.Workers)
 		errs := make([]int, cfg.Workers)
 		var firstErr error
@@ -192,7 +327,8 @@ func loadOnce(ctx context.Context, cfg ServerLoadConfig, store server.Store, pat
 		deadline := start.Add(d)
 		for w := range cfg.Workers {
 			wg.Go(func() {
-				for time.Now().Before(deadline) && ctx.Err() == nil {
+				// Every worker sends at least one request, however late it starts.
+				for first := true; (first || time.Now().Before(deadline)) && ctx.Err() == nil; first = false {
 					key := keys[w]
 					if !replay {
 						key = "load-" + strconv.FormatInt(seq.Add(1), 10)
@@ -208,33 +344,49 @@ func loadOnce(ctx context.Context, cfg ServerLoadConfig, store server.Store, pat
 			})
 		}
 		wg.Wait()
-		elapsed := time.Since(start)
+		got := load{lat: slices.Concat(lat...), firstErr: firstErr, elapsed: time.Since(start)}
 		if err := ctx.Err(); err != nil {
-			return nil, 0, 0, err
+			return load{}, err
 		}
-		all := slices.Concat(lat...)
-		nErr := 0
 		for _, e := range errs {
-			nErr += e
+			got.errors += e
 		}
-		if len(all) == 0 {
-			return nil, 0, 0, fmt.Errorf("no request succeeded: %v", firstErr)
+		if len(got.lat) == 0 {
+			return load{}, fmt.Errorf("no request succeeded: %w", firstErr)
 		}
-		return all, nErr, elapsed, nil
+		return got, nil
 	}
-	// The warm-up opens every worker's connection and, for replays, records
-	// each worker's key; it is not counted.
+	// The warm-up opens every worker's connection, loads the store's scripts
+	// or statements and, for replays, records each worker's key; it is not
+	// counted.
 	for w := range keys {
 		if _, err := send(keys[w]); err != nil {
-			return nil, 0, 0, fmt.Errorf("warm-up: %w", err)
+			return load{}, fmt.Errorf("warm-up: %w", err)
 		}
 	}
 	if cfg.Warmup > 0 {
-		if _, _, _, err := drive(cfg.Warmup); err != nil {
-			return nil, 0, 0, fmt.Errorf("warm-up: %w", err)
+		if _, err := drive(cfg.Warmup); err != nil {
+			return load{}, fmt.Errorf("warm-up: %w", err)
 		}
 	}
-	return drive(cfg.Duration)
+	var before int64
+	if trips != nil {
+		before = trips()
+	}
+	got, err := drive(cfg.Duration)
+	if trips != nil {
+		got.trips = trips() - before
+	}
+	return got, err
+}
+
+// median returns the median of xs, which must not be empty.
+func median(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[len(s)/2]
 }
 
 // percentile returns the q-quantile (nearest rank) of sorted, which must not be empty.
