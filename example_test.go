@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemkit/idem"
@@ -126,4 +127,35 @@ func ExampleReplayed() {
 	// Output:
 	// 201 replayed: false
 	// 201 replayed: true
+}
+
+// Two Transports calling one failing dependency share a Budget: together
+// they may retry only about half as often as they start operations here, so
+// the dependency sees at most 1.5 times its normal load instead of 3 times.
+func ExampleNewBudget() {
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.WriteHeader(http.StatusServiceUnavailable) // the dependency is down
+	}))
+	defer srv.Close()
+
+	budget := idem.NewBudget(idem.WithBudgetRatio(0.5), idem.WithBudgetMinPerSecond(0))
+	opts := []idem.Option{idem.WithRetryBudget(budget), idem.WithMaxAttempts(3), idem.WithBackoff(time.Millisecond, time.Millisecond)}
+	clients := []*http.Client{
+		{Transport: idem.NewTransport(nil, opts...)},
+		{Transport: idem.NewTransport(nil, opts...)},
+	}
+	for i := 0; i < 10; i++ {
+		resp, err := clients[i%2].Get(srv.URL)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		resp.Body.Close()
+	}
+	st := budget.Stats()
+	fmt.Printf("operations %d, retries allowed %d, denied %d, requests sent %d\n",
+		st.Requests, st.RetriesAllowed, st.RetriesDenied, hits.Load())
+	// Output: operations 10, retries allowed 5, denied 10, requests sent 15
 }
