@@ -31,8 +31,10 @@
 //
 // # How Do works
 //
-// Do takes a connection from the pool, begins a transaction and, in one round
-// trip, sets lock_timeout (WithLockTimeout) for the claim only, and claims:
+// Do takes a connection from the pool and, in one round trip (four pipelined
+// statements: BEGIN first, through pgx's Batch.BeginTx), begins a transaction,
+// sets lock_timeout (WithLockTimeout) for the claim only, claims, and reads the
+// row back while putting lock_timeout back:
 //
 //	INSERT INTO idem_keys AS k (scope, key, fingerprint, owner_token, state, created_at, expires_at)
 //	SELECT $scope, $key, $fingerprint, $owner, 'claimed', clock_timestamp(), clock_timestamp() + $ttl
@@ -41,14 +43,15 @@
 //	    state = 'claimed', status = NULL, header_names = NULL, header_values = NULL, body = NULL,
 //	    created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
 //	WHERE k.expires_at <= clock_timestamp()
-//	RETURNING owner_token
+//	RETURNING owner_token, pg_advisory_xact_lock($mark)
 //
 // A row back means the key was free or its record had expired: this
-// transaction holds the claim, the row lock of an uncommitted row. It also takes
-// a transaction-scoped advisory lock keyed by a hash of (table, scope, key,
-// fingerprint), then runs the handler with the transaction in its context. If
-// the response is kept, Do records it with a compare-and-set on the owner token
-// and commits, both pipelined in one round trip:
+// transaction holds the claim, the row lock of an uncommitted row. RETURNING,
+// evaluated only for the row claimed, also takes a transaction-scoped advisory
+// lock, $mark, keyed by a hash of (table, scope, key, fingerprint). Do then runs
+// the handler with the transaction in its context. If the response is kept, Do
+// records it with a compare-and-set on the owner token and commits, both
+// pipelined in one round trip:
 //
 //	WITH done AS (UPDATE idem_keys SET state = 'done', status = $status, header_names = $names,
 //	        header_values = $values, body = $body
@@ -119,10 +122,11 @@
 //   - A concurrent duplicate holds a connection too while it waits, up to the
 //     lock timeout (default 2s); many duplicates of one slow request can empty
 //     the pool. A shorter lock timeout answers them 409 sooner.
-//   - Per executed request: BEGIN, the claim (one round trip), the handler's own
-//     statements, and the record with COMMIT (one round trip); a replay is
-//     BEGIN, the claim and ROLLBACK. The row is written twice (insert, then an
-//     in-place update) in one transaction, so one WAL flush.
+//   - Per executed request: BEGIN with the claim (one round trip), the
+//     handler's own statements, and the record with COMMIT (one round trip):
+//     the round trips of a handler that runs its own transaction. A replay is
+//     BEGIN with the claim, then ROLLBACK. The row is written twice (insert,
+//     then an in-place update) in one transaction, so one WAL flush.
 //   - The advisory lock keys share the database's advisory lock space with the
 //     application's; they are 64-bit hashes, so a collision is improbable and
 //     only ever turns a 422 into a 409.

@@ -12,11 +12,9 @@ type statements struct {
 	migrate       string
 	setLockWait   string
 	claim         string
-	markOwner     string
 	read          string
 	probeOwner    string
 	readLive      string
-	resetLockWait string
 	record        string
 	deleteExpired string
 }
@@ -55,16 +53,21 @@ func newStatements(table string) statements {
 CREATE INDEX IF NOT EXISTS %[2]s ON %[1]s (expires_at)`, t, indexName(table)),
 
 		// $1 lock_timeout in milliseconds. The session's value is kept in a
-		// transaction-local setting and put back after the claim, so the handler's
-		// own statements run with the lock_timeout they would have had without idem.
+		// transaction-local setting and put back by read, after the claim.
 		setLockWait: `SELECT set_config('idem.saved_lock_timeout', current_setting('lock_timeout'), true),
        set_config('lock_timeout', $1, true)`,
 
-		// $1 scope, $2 key, $3 fingerprint, $4 owner token, $5 TTL in microseconds.
-		// A row comes back only if this transaction now holds the claim: the key was
-		// free, or its record had expired and is taken over. The NOT EXISTS keeps
-		// replays of a committed record from locking it; a duplicate of a request
-		// still in progress waits here on the uncommitted row, for lock_timeout at most.
+		// $1 scope, $2 key, $3 fingerprint, $4 owner token, $5 TTL in microseconds,
+		// $6 claim mark. A row comes back only if this transaction now holds the
+		// claim: the key was free, or its record had expired and is taken over. The
+		// NOT EXISTS keeps replays of a committed record from locking it; a duplicate
+		// of a request still in progress waits here on the uncommitted row, for
+		// lock_timeout at most. RETURNING is evaluated only for the row this
+		// statement claimed, so only the holder of the claim takes the mark: an
+		// advisory lock, visible to other sessions at once, whose key hashes (table,
+		// scope, key, fingerprint). It is how a duplicate that timed out on the row
+		// lock learns whether the request in progress has its fingerprint
+		// (probeOwner). The second column is void.
 		claim: fmt.Sprintf(`INSERT INTO %[1]s AS k (scope, key, fingerprint, owner_token, state, created_at, expires_at)
 SELECT $1, $2, $3, $4, 'claimed', clock_timestamp(), clock_timestamp() + $5::bigint * interval '1 microsecond'
 WHERE NOT EXISTS (SELECT 1 FROM %[1]s WHERE scope = $1 AND key = $2 AND expires_at > clock_timestamp())
@@ -73,18 +76,16 @@ ON CONFLICT (scope, key) DO UPDATE
        status = NULL, header_names = NULL, header_values = NULL, body = NULL,
        created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
  WHERE k.expires_at <= clock_timestamp()
-RETURNING owner_token`, t),
+RETURNING owner_token, pg_advisory_xact_lock($6)`, t),
 
-		// $1 scope, $2 key, $3 owner token, $4 claim mark. Only the transaction
-		// that holds the claim finds its own row and takes the mark: an advisory
-		// lock, visible to other sessions at once, whose key hashes (table, scope,
-		// key, fingerprint). It is how a duplicate that timed out on the row lock
-		// learns whether the request in progress has its fingerprint (probeOwner).
-		markOwner: fmt.Sprintf(`SELECT pg_advisory_xact_lock($4) FROM %[1]s
-WHERE scope = $1 AND key = $2 AND owner_token = $3 AND state = 'claimed'`, t),
-
-		// $1 scope, $2 key: the record that stopped the claim (or this claim's own row).
-		read: fmt.Sprintf(`SELECT fingerprint, owner_token, state, status, header_names, header_values, body
+		// $1 scope, $2 key: the record that stopped the claim (or this claim's own
+		// row). Its last column (void) puts back the lock_timeout setLockWait saved,
+		// so the handler's own statements run with the lock_timeout they would have
+		// had without idem. Only a claim that holds its row runs the handler, and
+		// then the row is there and the reset happens; otherwise the transaction
+		// is rolled back, setting and all.
+		read: fmt.Sprintf(`SELECT fingerprint, owner_token, state, status, header_names, header_values, body,
+       set_config('lock_timeout', current_setting('idem.saved_lock_timeout'), true)
 FROM %[1]s WHERE scope = $1 AND key = $2`, t),
 
 		// $1 claim mark of the duplicate: true if no claim with this fingerprint is
@@ -94,8 +95,6 @@ FROM %[1]s WHERE scope = $1 AND key = $2`, t),
 		// $1 scope, $2 key: the live committed record, if any.
 		readLive: fmt.Sprintf(`SELECT fingerprint, owner_token, state, status, header_names, header_values, body
 FROM %[1]s WHERE scope = $1 AND key = $2 AND expires_at > clock_timestamp()`, t),
-
-		resetLockWait: `SELECT set_config('lock_timeout', current_setting('idem.saved_lock_timeout'), true)`,
 
 		// $1 scope, $2 key, $3 owner token, $4 status, $5 header names, $6 header
 		// values, $7 body. Compare-and-set on the owner token. It is pipelined

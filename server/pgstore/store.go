@@ -85,14 +85,10 @@ func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) 
 	// Release returns the connection to the pool if its transaction ended, and
 	// closes it otherwise, which makes PostgreSQL roll the transaction back.
 	defer conn.Release()
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return server.Result{}, fmt.Errorf("pgstore: begin: %w", err)
-	}
 	owner := rand.Text()
-	row, claimed, err := s.claim(ctx, tx, req, owner)
+	tx, row, claimed, err := s.claim(ctx, conn.Conn(), req, owner)
 	if err != nil {
-		s.rollback(ctx, tx)
+		s.rollback(ctx, tx) // no-op (ErrTxClosed) if BEGIN itself failed
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == sqlstateLockNotAvailable {
 			return s.inProgress(ctx, conn.Conn(), req)
@@ -106,38 +102,45 @@ func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) 
 	return s.execute(ctx, conn.Conn(), tx, req, owner, run)
 }
 
-// claim runs the claim and the read in one round trip.
-func (s *Store) claim(ctx context.Context, tx pgx.Tx, req server.Request, owner string) (record, bool, error) {
+// claim begins a transaction on conn and runs the claim and the read in it, all
+// in one round trip: BEGIN is the first statement of the pipeline (pgx's
+// Batch.BeginTx). The transaction comes back whatever the error, for the caller
+// to roll back; it is closed already if BEGIN failed.
+func (s *Store) claim(ctx context.Context, conn *pgx.Conn, req server.Request, owner string) (pgx.Tx, record, bool, error) {
 	b := &pgx.Batch{}
+	b.BeginTx(pgx.TxOptions{})
 	b.Queue(s.sql.setLockWait, strconv.FormatInt(s.cfg.lockTimeout.Milliseconds(), 10))
-	b.Queue(s.sql.claim, req.Scope, req.Key, req.Fingerprint, owner, req.TTL.Microseconds())
-	b.Queue(s.sql.markOwner, req.Scope, req.Key, owner, s.claimMark(req))
+	b.Queue(s.sql.claim, req.Scope, req.Key, req.Fingerprint, owner, req.TTL.Microseconds(), s.claimMark(req))
 	b.Queue(s.sql.read, req.Scope, req.Key)
-	b.Queue(s.sql.resetLockWait)
-	br := tx.SendBatch(ctx, b)
-	defer br.Close()
+	br := conn.SendBatch(ctx, b)
+	tx := br.Tx()
+	r, claimed, err := s.claimResults(br, owner)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return tx, record{}, false, err
+	}
+	return tx, r, claimed, nil
+}
 
+// claimResults reads the results of claim's pipeline, BEGIN's first.
+func (s *Store) claimResults(br pgx.BatchResults, owner string) (record, bool, error) {
+	if _, err := br.Exec(); err != nil {
+		return record{}, false, fmt.Errorf("begin: %w", err)
+	}
 	if _, err := br.Exec(); err != nil {
 		return record{}, false, err
 	}
 	var got string
 	claimed := true
-	if err := br.QueryRow().Scan(&got); errors.Is(err, pgx.ErrNoRows) {
+	if err := br.QueryRow().Scan(&got, nil); errors.Is(err, pgx.ErrNoRows) {
 		claimed = false
 	} else if err != nil {
 		return record{}, false, err
 	}
-	if _, err := br.Exec(); err != nil {
-		return record{}, false, err
-	}
 	var r record
-	if err := br.QueryRow().Scan(&r.fingerprint, &r.owner, &r.state, &r.status, &r.headerNames, &r.headerValues, &r.body); err != nil {
-		return record{}, false, err
-	}
-	if _, err := br.Exec(); err != nil {
-		return record{}, false, err
-	}
-	if err := br.Close(); err != nil {
+	if err := br.QueryRow().Scan(&r.fingerprint, &r.owner, &r.state, &r.status, &r.headerNames, &r.headerValues, &r.body, nil); err != nil {
 		return record{}, false, err
 	}
 	if claimed && r.owner != owner {
