@@ -2,8 +2,8 @@ package bench
 
 import (
 	"context"
-	"os"
 
+	"github.com/idemkit/idem/internal/servicetest"
 	"github.com/idemkit/idem/server/memstore"
 	"github.com/idemkit/idem/server/payments"
 )
@@ -21,10 +21,10 @@ const (
 
 // Where section 5 finds its servers, and the defaults.
 const (
-	EnvPostgresURL     = "IDEM_POSTGRES_URL"
-	EnvRedisAddr       = "IDEM_REDIS_ADDR"
-	DefaultPostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	DefaultRedisAddr   = "127.0.0.1:6379"
+	EnvPostgresURL     = servicetest.EnvPostgresURL
+	EnvRedisAddr       = servicetest.EnvRedisAddr
+	DefaultPostgresURL = servicetest.DefaultPostgresURL
+	DefaultRedisAddr   = servicetest.DefaultRedisAddr
 )
 
 // Store names in section 5.
@@ -40,10 +40,10 @@ func ServerStores() []StoreTarget {
 	return []StoreTarget{
 		{Name: StoreMemory, Open: openMemory},
 		{Name: StorePostgres, Open: func(ctx context.Context, workers int) (*StoreRig, error) {
-			return openPostgres(ctx, envOr(EnvPostgresURL, DefaultPostgresURL), workers)
+			return openPostgres(ctx, servicetest.PostgresURL(), workers)
 		}},
 		{Name: StoreRedis, Open: func(ctx context.Context, workers int) (*StoreRig, error) {
-			return openRedis(ctx, envOr(EnvRedisAddr, DefaultRedisAddr), workers)
+			return openRedis(ctx, servicetest.RedisAddr(), workers)
 		}},
 	}
 }
@@ -58,13 +58,6 @@ func openMemory(context.Context, int) (*StoreRig, error) {
 		RoundTrips: func() int64 { return 0 },
 		Close:      func() error { return nil },
 	}, nil
-}
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
 }
 
 // PostgresTargetRatio is the share of its own-transaction baseline's

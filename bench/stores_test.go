@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemkit/idem/internal/servicetest"
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/payments"
 	"github.com/idemkit/idem/server/pgstore"
@@ -23,10 +23,7 @@ import (
 // when IDEM_REQUIRE_SERVICES=1.
 func skipUnreachable(t *testing.T, err error) {
 	t.Helper()
-	if os.Getenv("IDEM_REQUIRE_SERVICES") == "1" {
-		t.Fatalf("%v (IDEM_REQUIRE_SERVICES=1)", err)
-	}
-	t.Skipf("%v (IDEM_REQUIRE_SERVICES=1 makes this a failure)", err)
+	servicetest.Unreachable(t, "%v", err)
 }
 
 func TestOpenUnreachable(t *testing.T) {
@@ -62,7 +59,7 @@ func TestOpenUnreachable(t *testing.T) {
 func TestPostgresBaseline(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	rig, err := openPostgres(ctx, envOr(EnvPostgresURL, DefaultPostgresURL), 2)
+	rig, err := openPostgres(ctx, servicetest.PostgresURL(), 2)
 	if err != nil {
 		skipUnreachable(t, err)
 	}
@@ -110,7 +107,7 @@ func TestPostgresBaseline(t *testing.T) {
 	if err := rig.Close(); err != nil {
 		t.Fatal(err)
 	}
-	conn, err := pgx.Connect(ctx, envOr(EnvPostgresURL, DefaultPostgresURL))
+	conn, err := pgx.Connect(ctx, servicetest.PostgresURL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +125,7 @@ func TestPostgresBaseline(t *testing.T) {
 func TestRedisRig(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	rig, err := openRedis(ctx, envOr(EnvRedisAddr, DefaultRedisAddr), 2)
+	rig, err := openRedis(ctx, servicetest.RedisAddr(), 2)
 	if err != nil {
 		skipUnreachable(t, err)
 	}
@@ -160,7 +157,7 @@ func TestRedisRig(t *testing.T) {
 	if err := rig.Close(); err != nil {
 		t.Fatal(err)
 	}
-	c := redis.NewClient(&redis.Options{Addr: envOr(EnvRedisAddr, DefaultRedisAddr)})
+	c := redis.NewClient(&redis.Options{Addr: servicetest.RedisAddr()})
 	defer c.Close()
 	for _, k := range []string{key, warm.Key} {
 		keys, _, err := c.Scan(ctx, 0, "idembench:*:"+k, 1<<20).Result()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -12,21 +11,15 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/idemkit/idem/internal/servicetest"
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/pgstore"
 )
 
-// defaultPostgresURL is the server the PostgreSQL soak uses when
-// IDEM_POSTGRES_URL is not set.
-const defaultPostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-
 // skipOrFail skips t with msg, or fails it when IDEM_REQUIRE_SERVICES=1.
 func skipOrFail(t *testing.T, msg string) {
 	t.Helper()
-	if os.Getenv("IDEM_REQUIRE_SERVICES") == "1" {
-		t.Fatal(msg + " (IDEM_REQUIRE_SERVICES=1)")
-	}
-	t.Skip(msg + "; set IDEM_REQUIRE_SERVICES=1 to fail instead of skipping")
+	servicetest.Unreachable(t, "%s", msg)
 }
 
 // randomSuffix returns 12 random lower-case letters and digits.
@@ -36,10 +29,7 @@ func randomSuffix() string { return strings.ToLower(rand.Text()[:12]) }
 // test ends.
 func openPostgres(t *testing.T) server.Store {
 	t.Helper()
-	dsn := os.Getenv("IDEM_POSTGRES_URL")
-	if dsn == "" {
-		dsn = defaultPostgresURL
-	}
+	dsn := servicetest.PostgresURL()
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		t.Fatalf("IDEM_POSTGRES_URL: %v", err)

@@ -3,28 +3,21 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemkit/idem/internal/servicetest"
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/redisstore"
 )
-
-// defaultRedisAddr is the server the Redis soak uses when IDEM_REDIS_ADDR is
-// not set.
-const defaultRedisAddr = "127.0.0.1:6379"
 
 // openRedis returns a redisstore.Store under a key prefix of its own, whose
 // keys are deleted when the test ends.
 func openRedis(t *testing.T) server.Store {
 	t.Helper()
-	addr := os.Getenv("IDEM_REDIS_ADDR")
-	if addr == "" {
-		addr = defaultRedisAddr
-	}
+	addr := servicetest.RedisAddr()
 	client := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

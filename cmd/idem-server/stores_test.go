@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/idemkit/idem/internal/servicetest"
 	"github.com/idemkit/idem/server"
 )
 
@@ -23,10 +23,7 @@ import (
 
 func postgresURL(t *testing.T) string {
 	t.Helper()
-	url := os.Getenv("IDEM_POSTGRES_URL")
-	if url == "" {
-		url = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
+	url := servicetest.PostgresURL()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	pool, err := pgxpool.New(ctx, url)
@@ -42,10 +39,7 @@ func postgresURL(t *testing.T) string {
 
 func redisAddr(t *testing.T) string {
 	t.Helper()
-	addr := os.Getenv("IDEM_REDIS_ADDR")
-	if addr == "" {
-		addr = "127.0.0.1:6379"
-	}
+	addr := servicetest.RedisAddr()
 	conn, err := net.DialTimeout("tcp", addr, 3*time.Second)
 	if err != nil {
 		unavailable(t, "Redis", addr, "IDEM_REDIS_ADDR", err)
@@ -56,11 +50,7 @@ func redisAddr(t *testing.T) string {
 
 func unavailable(t *testing.T, what, where, env string, err error) {
 	t.Helper()
-	msg := fmt.Sprintf("%s not reachable at %s (%v): start it, or set %s; IDEM_REQUIRE_SERVICES=1 makes this a failure", what, where, err, env)
-	if os.Getenv("IDEM_REQUIRE_SERVICES") == "1" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
+	servicetest.Unreachable(t, "%s not reachable at %s (%v): start it, or set %s", what, where, err, env)
 }
 
 func unique(prefix string) string {

@@ -6,35 +6,27 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
-	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemkit/idem/internal/servicetest"
 	"github.com/idemkit/idem/server"
 )
 
 // The tests run against a real Redis: IDEM_REDIS_ADDR (default 127.0.0.1:6379).
 // Without one they skip, unless IDEM_REQUIRE_SERVICES=1 makes that a failure.
 
-func redisAddr() string {
-	if a := os.Getenv("IDEM_REDIS_ADDR"); a != "" {
-		return a
-	}
-	return "127.0.0.1:6379"
-}
+func redisAddr() string { return servicetest.RedisAddr() }
 
-func servicesRequired() bool { return os.Getenv("IDEM_REQUIRE_SERVICES") == "1" }
+func servicesRequired() bool { return servicetest.Required() }
 
 // skipOrFail skips the test (or fails it when services are required).
 func skipOrFail(t testing.TB, format string, args ...any) {
 	t.Helper()
-	if servicesRequired() {
-		t.Fatalf(format, args...)
-	}
-	t.Skipf(format, args...)
+	servicetest.Unreachable(t, format, args...)
 }
 
 var (
@@ -52,7 +44,7 @@ func newClient(t testing.TB) *redis.Client {
 	defer cancel()
 	if err := c.Ping(ctx).Err(); err != nil {
 		_ = c.Close()
-		skipOrFail(t, "Redis not reachable at %s (%v): start redis-server or set IDEM_REDIS_ADDR; set IDEM_REQUIRE_SERVICES=1 to fail instead of skipping", redisAddr(), err)
+		skipOrFail(t, "Redis not reachable at %s (%v): start redis-server or set IDEM_REDIS_ADDR", redisAddr(), err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
@@ -68,7 +60,7 @@ func sharedRedis(t testing.TB) *redis.Client {
 		sharedErr = sharedClient.Ping(ctx).Err()
 	})
 	if sharedErr != nil {
-		skipOrFail(t, "Redis not reachable at %s (%v): start redis-server or set IDEM_REDIS_ADDR; set IDEM_REQUIRE_SERVICES=1 to fail instead of skipping", redisAddr(), sharedErr)
+		skipOrFail(t, "Redis not reachable at %s (%v): start redis-server or set IDEM_REDIS_ADDR", redisAddr(), sharedErr)
 	}
 	return sharedClient
 }

@@ -10,25 +10,21 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemkit/idem/internal/servicetest"
 )
 
 // DefaultURL is the server the tests use when IDEM_POSTGRES_URL is not set.
-const DefaultURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+const DefaultURL = servicetest.DefaultPostgresURL
 
 // URL returns the connection string the tests use.
-func URL() string {
-	if u := os.Getenv("IDEM_POSTGRES_URL"); u != "" {
-		return u
-	}
-	return DefaultURL
-}
+func URL() string { return servicetest.PostgresURL() }
 
 // Pool returns a pool on the test server with at most maxConns connections,
 // closed when the test ends, or skips (fails, with IDEM_REQUIRE_SERVICES=1) the
@@ -50,11 +46,7 @@ func Pool(tb testing.TB, maxConns int32) *pgxpool.Pool {
 		if pool != nil {
 			pool.Close()
 		}
-		msg := fmt.Sprintf("pgtest: PostgreSQL not reachable at %s (%v): start PostgreSQL there or set IDEM_POSTGRES_URL", redact(URL()), err)
-		if os.Getenv("IDEM_REQUIRE_SERVICES") == "1" {
-			tb.Fatal(msg + " (IDEM_REQUIRE_SERVICES=1)")
-		}
-		tb.Skip(msg)
+		servicetest.Unreachable(tb, "pgtest: PostgreSQL not reachable at %s (%v): start PostgreSQL there or set IDEM_POSTGRES_URL", redact(URL()), err)
 	}
 	tb.Cleanup(pool.Close)
 	return pool

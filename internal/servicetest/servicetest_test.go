@@ -1,0 +1,57 @@
+package servicetest
+
+import (
+	"strings"
+	"testing"
+)
+
+// recorder is a testing.TB that records how a test ended instead of ending.
+type recorder struct {
+	testing.TB
+	failed, skipped bool
+	msg             string
+}
+
+func (r *recorder) Helper()            {}
+func (r *recorder) Fatal(a ...any)     { r.failed, r.msg = true, a[0].(string) }
+func (r *recorder) Skip(a ...any)      { r.skipped, r.msg = true, a[0].(string) }
+func (r *recorder) Failed() bool       { return r.failed }
+func (r *recorder) Name() string       { return "recorder" }
+func (r *recorder) Setenv(_, _ string) {}
+
+func TestUnreachable(t *testing.T) {
+	for _, tc := range []struct {
+		require    string
+		fail, skip bool
+		wantInMsg  string
+	}{
+		{"", false, true, "set IDEM_REQUIRE_SERVICES=1 to fail"},
+		{"0", false, true, "set IDEM_REQUIRE_SERVICES=1 to fail"},
+		{"1", true, false, "IDEM_REQUIRE_SERVICES=1 makes this a failure"},
+	} {
+		t.Run("IDEM_REQUIRE_SERVICES="+tc.require, func(t *testing.T) {
+			t.Setenv(EnvRequire, tc.require)
+			r := &recorder{}
+			Unreachable(r, "Redis not reachable at %s", "127.0.0.1:1")
+			if r.failed != tc.fail || r.skipped != tc.skip {
+				t.Fatalf("failed %v skipped %v, want %v %v", r.failed, r.skipped, tc.fail, tc.skip)
+			}
+			if !strings.HasPrefix(r.msg, "Redis not reachable at 127.0.0.1:1") || !strings.Contains(r.msg, tc.wantInMsg) {
+				t.Errorf("message %q", r.msg)
+			}
+		})
+	}
+}
+
+func TestAddresses(t *testing.T) {
+	t.Setenv(EnvPostgresURL, "")
+	t.Setenv(EnvRedisAddr, "")
+	if PostgresURL() != DefaultPostgresURL || RedisAddr() != DefaultRedisAddr {
+		t.Errorf("defaults: %q %q", PostgresURL(), RedisAddr())
+	}
+	t.Setenv(EnvPostgresURL, "postgres://elsewhere/db")
+	t.Setenv(EnvRedisAddr, "10.0.0.1:7000")
+	if PostgresURL() != "postgres://elsewhere/db" || RedisAddr() != "10.0.0.1:7000" {
+		t.Errorf("overrides: %q %q", PostgresURL(), RedisAddr())
+	}
+}
