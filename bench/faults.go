@@ -37,8 +37,13 @@ type FaultScenario struct {
 	// payment was made and recorded (the connection is cut).
 	DropRate float64
 	// DelayMax delays every attempt's business write by U[0, DelayMax); with
-	// an attempt time-out below DelayMax, the slowest attempts time out.
+	// an attempt time-out below DelayMax, the slowest attempts time out. The
+	// server abandons the write of an attempt whose client hung up.
 	DelayMax time.Duration
+	// AfterWriteDelayMax delays every attempt's response by U[0,
+	// AfterWriteDelayMax) after the business write (Chaos-Delay-After-Write):
+	// an attempt that times out has been charged all the same.
+	AfterWriteDelayMax time.Duration
 }
 
 // FaultConfig sets up section 2.
@@ -55,8 +60,9 @@ type FaultConfig struct {
 }
 
 // DefaultFaults returns the full run's section 2: 200 payments per client and
-// scenario, 20 in flight, a 300 ms attempt time-out; 20% of responses lost, or
-// writes delayed by up to 400 ms (a quarter of the attempts time out).
+// scenario, 20 in flight, a 300 ms attempt time-out; 20% of responses lost,
+// writes delayed by up to 400 ms, or responses delayed by up to 400 ms after
+// the write (in both time-out scenarios a quarter of the attempts time out).
 func DefaultFaults() FaultConfig {
 	return FaultConfig{
 		Ops:            200,
@@ -64,7 +70,9 @@ func DefaultFaults() FaultConfig {
 		AttemptTimeout: 300 * time.Millisecond,
 		Scenarios: []FaultScenario{
 			{Name: "lost responses (20% of attempts dropped after the write)", DropRate: 0.2},
-			{Name: "time-outs (write delayed U[0, 400ms), 300ms attempt time-out)", DelayMax: 400 * time.Millisecond},
+			{Name: "time-outs before the write (write delayed U[0, 400ms), 300ms attempt time-out)", DelayMax: 400 * time.Millisecond},
+			{Name: "time-outs after the write (response delayed U[0, 400ms) after the write, 300ms attempt time-out)",
+				AfterWriteDelayMax: 400 * time.Millisecond},
 		},
 		Seed: 1,
 	}
@@ -177,7 +185,10 @@ func runFaultRow(ctx context.Context, cfg FaultConfig, sc FaultScenario, c Fault
 	defer srv.Close()
 	base := newBaseTransport()
 	defer base.CloseIdleConnections()
-	next := countingTransport{base}
+	var next http.RoundTripper = countingTransport{base}
+	if sc.AfterWriteDelayMax > 0 {
+		next = afterWriteDelayTransport{next: next, max: sc.AfterWriteDelayMax, rand: rnd.Float64}
+	}
 
 	res := FaultResult{Scenario: sc.Name, Client: c, Ops: cfg.Ops}
 	var attempts atomic.Int64
@@ -316,6 +327,23 @@ func payBackoff(ctx context.Context, next http.RoundTripper, timeout time.Durati
 	b := backoff.WithContext(backoff.WithMaxRetries(backoff.NewExponentialBackOff(), 4), ctx)
 	err := backoff.Retry(op, b)
 	return err == nil && status == http.StatusCreated, err
+}
+
+// afterWriteDelayTransport asks the server, on every attempt, to answer
+// U[0, max) after the business write (Chaos-Delay-After-Write). It sits under
+// the retry layer, so that each attempt draws its own delay: package chaos has
+// no random rate for this fault, only the header.
+type afterWriteDelayTransport struct {
+	next http.RoundTripper
+	max  time.Duration
+	rand func() float64
+}
+
+func (t afterWriteDelayTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	d := time.Duration(t.rand() * float64(t.max))
+	req = req.Clone(req.Context()) // a RoundTripper must not modify its request
+	req.Header.Set(chaos.HeaderDelayAfterWrite, d.String())
+	return t.next.RoundTrip(req)
 }
 
 // newFaultServer starts the companion server (server/idemtest, memory store)

@@ -84,12 +84,15 @@ func (r *Report) writeFaults(w writef) {
 		"exactly-once needs the server half too. go-retryablehttp: `NewClient()` defaults (4 retries, 1 s to 30 s " +
 		"backoff, its default retry policy), logging off. backoff/v4: `Retry` with `WithMaxRetries(NewExponentialBackOff(), 4)` " +
 		"around a plain `http.Client`, retrying network errors, 408, 429 and 5xx. idem: `NewTransport` defaults.\n\n")
-	w("In the time-out scenario the demo server abandons a delayed write when the client goes away (the request's " +
-		"context ends the delay), so a time-out costs attempts and time but rarely a payment; only a write that finishes " +
-		"just as the client gives up is charged and lost. A lost response after the write is the case that double-charges. " +
-		"An operation whose five attempts all time out fails (about one in a thousand with a quarter of the attempts " +
-		"timing out), and a client that gives up on a 409 (the first attempt still in progress) returns an error for " +
-		"an operation that may yet be charged.\n\n")
+	w("The two time-out scenarios differ in where the server is slow. Before the write (`Chaos-Delay`), the demo " +
+		"server abandons a delayed write when the client goes away (the request's context ends the delay), so a time-out " +
+		"costs attempts and time but rarely a payment; only a write that finishes just as the client gives up is charged " +
+		"and lost. After the write (`Chaos-Delay-After-Write`, drawn for each attempt), the payment is made and the server " +
+		"is only slow to answer, as real servers often are: a time-out is then a payment the client does not know about, " +
+		"and a retry without a key charges again, like a retry after a lost response. With a key, a retry that arrives " +
+		"while the timed-out attempt is still answering gets a 409 (in progress); idem waits and gets the replay, a client " +
+		"that gives up on the 409 returns an error for an operation that is charged. An operation whose five attempts all " +
+		"time out fails (about one in a thousand with a quarter of the attempts timing out).\n\n")
 	for _, sc := range c.Scenarios {
 		w("**%s**\n\n", sc.Name)
 		w("| client | route | Idempotency-Key | payments / operations | duplicate payments | operations not charged | errors returned (of which charged) | attempts per operation | wall time |\n")

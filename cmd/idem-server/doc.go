@@ -15,7 +15,9 @@
 //	POST /payments/unprotected  the same handler with no idempotency
 //	GET  /healthz               200 ok
 //
-// With -chaos, requests may carry Chaos-Delay, Chaos-Fail (+ Chaos-Retry-After),
+// With -chaos, requests may carry Chaos-Delay, Chaos-Delay-After-Write (the
+// payment is made, then the answer is late, whether or not the client waits),
+// Chaos-Fail (+ Chaos-Retry-After),
 // Chaos-Crash: after-write (the process exits with status 3 after the business
 // write, before the response is recorded) and Chaos-Drop: after-record (see
 // package server/chaos). The -chaos-*-rate and -chaos-delay-max flags inject

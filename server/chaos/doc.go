@@ -4,11 +4,12 @@
 //
 // Faults are asked for per request with headers, when enabled:
 //
-//	Chaos-Delay: 800ms        sleep before the business write (the request's context ends the sleep)
-//	Chaos-Fail: 503           answer that status (400-599) as problem+json, doing no work
-//	Chaos-Retry-After: 1      with Chaos-Fail: the Retry-After header to send, in seconds
-//	Chaos-Crash: after-write  die after the business write, before the response is recorded
-//	Chaos-Drop: after-record  do everything, then cut the connection instead of answering
+//	Chaos-Delay: 800ms              sleep before the business write (the request's context ends the sleep)
+//	Chaos-Delay-After-Write: 800ms  sleep after the business write, whatever the request's context, then answer
+//	Chaos-Fail: 503                 answer that status (400-599) as problem+json, doing no work
+//	Chaos-Retry-After: 1            with Chaos-Fail: the Retry-After header to send, in seconds
+//	Chaos-Crash: after-write        die after the business write, before the response is recorded
+//	Chaos-Drop: after-record        do everything, then cut the connection instead of answering
 //
 // or at random, with WithFailRate (503, Retry-After: 1), WithDropRate and
 // WithDelayMax, for soak tests. A malformed header is answered 400 with a
@@ -16,12 +17,23 @@
 //
 // Where each fault sits relative to the idempotency middleware matters:
 // Chaos-Fail and Chaos-Drop act outside it (a failing gateway; a response lost
-// on the way back after the record was written), Chaos-Delay and Chaos-Crash act
-// inside the handler it protects, through payments.API's BeforeWrite and
-// AfterWrite hooks. What "crash" means is the caller's choice (WithCrash): the
-// runnable server exits the process; the in-process test server aborts the
-// handler with http.ErrAbortHandler. On the memory store either way is the
-// documented crash window: the payment stays and the key is released.
+// on the way back after the record was written), Chaos-Delay,
+// Chaos-Delay-After-Write and Chaos-Crash act inside the handler it protects,
+// through payments.API's BeforeWrite and AfterWrite hooks (a request that
+// asks for both Chaos-Delay-After-Write and Chaos-Crash sleeps, then crashes). What "crash" means is the
+// caller's choice (WithCrash): the runnable server exits the process; the
+// in-process test server aborts the handler with http.ErrAbortHandler. On the
+// memory store either way is the documented crash window: the payment stays
+// and the key is released.
+//
+// The two delays differ in what a client time-out does. A client that gives up
+// during Chaos-Delay cancels the work: nothing is written, so a time-out alone
+// never double-charges. Chaos-Delay-After-Write is a server that finished the
+// write but is slow to answer, as real ones often are: the payment stands
+// whether or not the client waits, so a client that times out and retries
+// without a key pays twice on /payments/unprotected. On /payments the response
+// is recorded when the delay ends, and a retry with the same key during the
+// delay is answered 409 (request in progress).
 //
 // Handler assembles the demo server's routes, so that both servers serve
 // exactly the same thing.

@@ -10,18 +10,19 @@ import (
 
 // Request headers that ask for a fault.
 const (
-	HeaderDelay      = "Chaos-Delay"
-	HeaderFail       = "Chaos-Fail"
-	HeaderRetryAfter = "Chaos-Retry-After"
-	HeaderCrash      = "Chaos-Crash"
-	HeaderDrop       = "Chaos-Drop"
+	HeaderDelay           = "Chaos-Delay"
+	HeaderDelayAfterWrite = "Chaos-Delay-After-Write"
+	HeaderFail            = "Chaos-Fail"
+	HeaderRetryAfter      = "Chaos-Retry-After"
+	HeaderCrash           = "Chaos-Crash"
+	HeaderDrop            = "Chaos-Drop"
 )
 
 // Accepted values and bounds of the headers.
 const (
 	CrashAfterWrite = "after-write"
 	DropAfterRecord = "after-record"
-	// MaxDelay bounds Chaos-Delay and WithDelayMax.
+	// MaxDelay bounds Chaos-Delay, Chaos-Delay-After-Write and WithDelayMax.
 	MaxDelay = time.Minute
 	// MaxRetryAfter bounds Chaos-Retry-After, in seconds (one day).
 	MaxRetryAfter = 86400
@@ -50,9 +51,10 @@ func (e *HeaderError) Is(target error) bool { return target == ErrBadHeader }
 // plan is the set of faults chosen for one request.
 type plan struct {
 	delay      time.Duration
-	delaySet   bool // Chaos-Delay was given (0s included): no random delay
-	fail       int  // status to answer; 0 for none
-	retryAfter int  // seconds; -1 for no Retry-After header
+	delaySet   bool          // Chaos-Delay was given (0s included): no random delay
+	afterWrite time.Duration // sleep after the business write, whatever the request's context
+	fail       int           // status to answer; 0 for none
+	retryAfter int           // seconds; -1 for no Retry-After header
 	crash      bool
 	drop       bool
 }
@@ -64,6 +66,7 @@ var headerParsers = []struct {
 	parse func(p *plan, v string) error
 }{
 	{HeaderDelay, parseDelay},
+	{HeaderDelayAfterWrite, parseDelayAfterWrite},
 	{HeaderFail, parseFail},
 	{HeaderRetryAfter, parseRetryAfter},
 	{HeaderCrash, parseCrash},
@@ -95,6 +98,15 @@ func parseDelay(p *plan, v string) error {
 		return badHeader(HeaderDelay, v, fmt.Sprintf("want a duration from 0s to %v, e.g. 800ms", MaxDelay))
 	}
 	p.delay, p.delaySet = d, true
+	return nil
+}
+
+func parseDelayAfterWrite(p *plan, v string) error {
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 || d > MaxDelay {
+		return badHeader(HeaderDelayAfterWrite, v, fmt.Sprintf("want a duration from 0s to %v, e.g. 800ms", MaxDelay))
+	}
+	p.afterWrite = d
 	return nil
 }
 

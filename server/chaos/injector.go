@@ -110,10 +110,17 @@ func (in *Injector) BeforeWrite(r *http.Request) error {
 	}
 }
 
-// AfterWrite is a payments.API hook: for a request that asked for Chaos-Crash,
-// it runs the crash function (WithCrash).
+// AfterWrite is a payments.API hook. For a request that asked for
+// Chaos-Delay-After-Write it sleeps that long, ignoring the request's context:
+// the work is done and the server is only slow to answer, so a client that
+// times out and hangs up meanwhile does not undo it. Then, for a request that
+// asked for Chaos-Crash, it runs the crash function (WithCrash).
 func (in *Injector) AfterWrite(r *http.Request) {
-	if p, _ := r.Context().Value(planKey{}).(plan); p.crash {
+	p, _ := r.Context().Value(planKey{}).(plan)
+	if p.afterWrite > 0 {
+		in.cfg.sleep(p.afterWrite)
+	}
+	if p.crash {
 		in.cfg.crash()
 	}
 }

@@ -106,6 +106,7 @@ func TestWrapAnswers(t *testing.T) {
 		{"fail with retry-after", nil, http.Header{"Chaos-Fail": {"503"}, "Chaos-Retry-After": {"2"}}, 503, ProblemInjected, "2", "503", 0},
 		{"fail with retry-after 0", nil, http.Header{"Chaos-Fail": {"429"}, "Chaos-Retry-After": {"0"}}, 429, ProblemInjected, "0", "429", 0},
 		{"bad header", nil, http.Header{"Chaos-Delay": {"soon"}}, 400, ProblemBadHeader, "", "Chaos-Delay", 0},
+		{"bad delay after write", nil, http.Header{"Chaos-Delay-After-Write": {"61s"}}, 400, ProblemBadHeader, "", "Chaos-Delay-After-Write", 0},
 		{"bad header beside a fail", nil, http.Header{"Chaos-Fail": {"503"}, "Chaos-Drop": {"now"}}, 400, ProblemBadHeader, "", "Chaos-Drop", 0},
 		{"headers off", []Option{WithHeaders(false)}, http.Header{"Chaos-Fail": {"503"}, "Chaos-Delay": {"soon"}}, 201, "", "", "", 1},
 		{"random fail", []Option{WithFailRate(0.5), WithRand(fixedRand(0.49))}, nil, 503, ProblemInjected, "1", "503", 0},
@@ -186,6 +187,59 @@ func TestDelayEndsWithTheRequest(t *testing.T) {
 			t.Errorf("BeforeWrite = %v after %v, want context.Canceled after 1s", gotErr, time.Since(start))
 		}
 	})
+}
+
+// TestDelayAfterWrite checks that the after-write delay follows the write,
+// lasts its full length although the request's context ends first, and comes
+// before a crash asked for with it.
+func TestDelayAfterWrite(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		h         http.Header
+		want      time.Duration
+		wantCrash bool
+	}{
+		{"delay", http.Header{"Chaos-Delay-After-Write": {"1m"}}, time.Minute, false},
+		{"zero", http.Header{"Chaos-Delay-After-Write": {"0s"}}, 0, false},
+		{"then crash", http.Header{"Chaos-Delay-After-Write": {"30s"}, "Chaos-Crash": {"after-write"}}, 30 * time.Second, true},
+		{"with a delay before the write", http.Header{"Chaos-Delay": {"1s"}, "Chaos-Delay-After-Write": {"2s"}}, 3 * time.Second, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				start := time.Now()
+				var wroteAt, crashedAt time.Duration
+				in := mustNew(t, WithCrash(func() { crashedAt = time.Since(start) }))
+				ctx, cancel := context.WithCancel(context.Background())
+				// The client hangs up a second after the write.
+				next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if err := in.BeforeWrite(r); err != nil {
+						w.WriteHeader(http.StatusServiceUnavailable)
+						return
+					}
+					wroteAt = time.Since(start)
+					time.AfterFunc(time.Second, cancel)
+					in.AfterWrite(r)
+					w.WriteHeader(http.StatusCreated)
+				})
+				r := httptest.NewRequest(http.MethodPost, "/", nil).WithContext(ctx)
+				for k, vs := range tt.h {
+					r.Header[k] = vs
+				}
+				rec := httptest.NewRecorder()
+				in.Wrap(next).ServeHTTP(rec, r)
+				defer cancel()
+				if got := time.Since(start) - wroteAt; rec.Code != http.StatusCreated || time.Since(start) != tt.want || got > tt.want {
+					t.Errorf("status %d after %v (%v after the write), want 201 after %v", rec.Code, time.Since(start), got, tt.want)
+				}
+				if tt.wantCrash && crashedAt != tt.want {
+					t.Errorf("crashed at %v, want after the delay, at %v", crashedAt, tt.want)
+				}
+			})
+		})
+	}
 }
 
 func TestCrash(t *testing.T) {

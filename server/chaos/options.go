@@ -18,6 +18,9 @@ type config struct {
 	delayMax time.Duration
 	rand     func() float64
 	crash    func()
+	// sleep is how AfterWrite waits out Chaos-Delay-After-Write; only
+	// in-package tests replace it, to hold a request in that window.
+	sleep func(time.Duration)
 }
 
 func defaultConfig() config {
@@ -25,6 +28,7 @@ func defaultConfig() config {
 		headers: true,
 		rand:    rand.Float64,
 		crash:   func() { panic(http.ErrAbortHandler) },
+		sleep:   time.Sleep,
 	}
 }
 

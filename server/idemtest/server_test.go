@@ -351,3 +351,60 @@ func TestNewServerPanics(t *testing.T) {
 		})
 	}
 }
+
+// TestDelayAfterWrite: a client whose time-out is shorter than
+// Chaos-Delay-After-Write gets a time-out although the payment was made. On
+// the unprotected route its retry charges again; on /payments a retry during
+// the delay gets 409 and, once the first response is recorded, the replay.
+func TestDelayAfterWrite(t *testing.T) {
+	t.Parallel()
+	slow := http.Header{chaos.HeaderDelayAfterWrite: {"1s"}}
+	// The answer cannot come before the delay: the time-out always fires first.
+	timedOut := func(t *testing.T, srv *Server, route, key, customer string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		if _, err := post(ctx, srv.Client(), srv.URL+route, key, payment(customer), slow); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("first attempt: err = %v, want a time-out", err)
+		}
+	}
+
+	t.Run("unprotected", func(t *testing.T) {
+		t.Parallel()
+		srv := NewServer()
+		defer srv.Close()
+		timedOut(t, srv, "/payments/unprotected", "", "cus_t")
+		if r := mustPost(t, srv.Client(), srv.URL+"/payments/unprotected", "", payment("cus_t"), nil); r.status != http.StatusCreated {
+			t.Fatalf("retry = %d %s", r.status, r.body)
+		}
+		// The timed-out attempt's write lands whether or not it came first.
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		deadline := time.After(10 * time.Second)
+		for srv.Payments("cus_t") < 2 {
+			select {
+			case <-tick.C:
+			case <-deadline:
+				t.Fatalf("payments = %d after 10s, want 2", srv.Payments("cus_t"))
+			}
+		}
+	})
+
+	t.Run("keyed", func(t *testing.T) {
+		t.Parallel()
+		spy := &spyStore{Store: memstore.New(), started: make(chan struct{}), done: make(chan struct{})}
+		srv := NewServer(WithStore(spy))
+		defer srv.Close()
+		timedOut(t, srv, "/payments", "late-1", "cus_k")
+		<-spy.started // the first attempt holds the claim for the rest of its delay
+		dup := mustPost(t, srv.Client(), srv.URL+"/payments", "late-1", payment("cus_k"), nil)
+		if p := problemOf(t, dup); dup.status != http.StatusConflict || p.Type != server.ProblemInProgress {
+			t.Fatalf("retry during the delay = %d %+v", dup.status, p)
+		}
+		<-spy.done // the delay is over and the first response recorded
+		r := mustPost(t, srv.Client(), srv.URL+"/payments", "late-1", payment("cus_k"), nil)
+		if r.status != http.StatusCreated || r.header.Get(server.HeaderReplayed) != "true" || srv.Payments("cus_k") != 1 {
+			t.Errorf("retry after the delay = %d %v, payments %d; want the replay and one payment", r.status, r.header, srv.Payments("cus_k"))
+		}
+	})
+}
