@@ -128,31 +128,24 @@ func BenchmarkMiddleware(b *testing.B) {
 	})
 }
 
-func BenchmarkBareParallel(b *testing.B) {
+// runParallelNewKeys sends h a request with a new key on every iteration of
+// every goroutine: the first-execution path, in parallel.
+func runParallelNewKeys(b *testing.B, h http.Handler) {
 	var next atomic.Int64
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		c := newBenchClient()
 		prefix := "g" + strconv.FormatInt(next.Add(1), 10) + "-"
 		for i := int64(0); pb.Next(); i++ {
-			c.do(benchHandler, prefix, i)
+			c.do(h, prefix, i)
 		}
 	})
 }
 
+func BenchmarkBareParallel(b *testing.B) { runParallelNewKeys(b, benchHandler) }
+
 func BenchmarkMiddlewareParallel(b *testing.B) {
-	b.Run("executed", func(b *testing.B) {
-		h := newProtected(b)
-		var next atomic.Int64
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			c := newBenchClient()
-			prefix := "g" + strconv.FormatInt(next.Add(1), 10) + "-"
-			for i := int64(0); pb.Next(); i++ {
-				c.do(h, prefix, i)
-			}
-		})
-	})
+	b.Run("executed", func(b *testing.B) { runParallelNewKeys(b, newProtected(b)) })
 	b.Run("replayed", func(b *testing.B) {
 		h := newProtected(b)
 		var next atomic.Int64
