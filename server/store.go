@@ -22,10 +22,12 @@ import (
 //     and change nothing;
 //   - when a finished record exists with the same fingerprint, return OutcomeReplayed
 //     with the stored response, byte for byte;
-//   - when another owner holds the claim, return OutcomeInProgress (a store may first
-//     wait a bounded time for the owner to finish and then replay), with RetryAfter set
-//     from the remaining lease where the store knows it. A fingerprint mismatch against
-//     an in-progress claim is reported as OutcomeMismatch.
+//   - when another owner holds the claim, wait up to Request.Wait for it to finish (see
+//     Request.Wait), then return OutcomeInProgress with RetryAfter set from the remaining
+//     lease where the store knows it. A fingerprint mismatch against an in-progress claim
+//     is reported as OutcomeMismatch;
+//   - when the key is marked outcome unknown (an earlier run's response could not be
+//     recorded), return OutcomeUnknown and never call run.
 //
 // Every state change (record, release) is a compare-and-set on (Scope, Key, owner
 // token): a holder that lost its claim can neither overwrite nor delete a newer
@@ -37,9 +39,13 @@ import (
 // out, lost its lease, could not commit). If the error happened before run was
 // called, run must not have been called; the middleware answers 503 and the handler
 // never runs unprotected. A store that cannot record a response after run returned
-// (for example a lost Redis lease or a failed PostgreSQL commit) returns an error
-// wrapping ErrNotRecorded; the middleware then answers 503 and does not send the
-// unrecorded response.
+// (for example a lost Redis lease, Redis unreachable, or a failed PostgreSQL commit)
+// returns an error wrapping ErrNotRecorded; the middleware then does not send the
+// unrecorded response and answers with ProblemOutcomeUnknown, never inviting a retry.
+// Such a store must not let the claim expire into a second run of the handler: it
+// keeps the key blocked (marked outcome unknown, with the record's TTL, where it can
+// write) unless it knows the effect did not happen (a PostgreSQL transaction rolled
+// back with the business write in it). Each store documents what it does.
 //
 // If run panics, Do must release the claim (or roll back) and let the panic
 // continue; the middleware itself recovers panics inside run, so this is a second
@@ -63,6 +69,14 @@ type Request struct {
 	// in-process renew it while the handler runs; it bounds how long a crashed
 	// owner's claim blocks the key.
 	LockTTL time.Duration
+	// Wait is how long Do may wait for another owner of the claim to finish before it
+	// returns OutcomeInProgress; zero means answer at once. The middleware sets it to
+	// the smaller of its own limit and the client's Prefer: wait. While it waits a store
+	// holds nothing the owner needs (no lock or connection the owner waits for), stops
+	// when ctx is done, and, when the owner finishes, replays its record; when the owner
+	// releases the claim instead (5xx, panic, crash), the waiter claims the key and
+	// calls run itself, exactly as if it had arrived first.
+	Wait time.Duration
 }
 
 // RunFunc runs the protected handler once. ctx is the context the handler must see:
@@ -93,6 +107,10 @@ const (
 	OutcomeMismatch
 	// OutcomeInProgress: another owner holds the claim and has not finished.
 	OutcomeInProgress
+	// OutcomeUnknown: an earlier run of the handler for this key had an effect whose
+	// response could not be recorded; the key stays blocked until its record would have
+	// expired (or an operator clears it), and the handler is never run again for it.
+	OutcomeUnknown
 )
 
 func (o Outcome) String() string {
@@ -105,6 +123,8 @@ func (o Outcome) String() string {
 		return "mismatch"
 	case OutcomeInProgress:
 		return "in-progress"
+	case OutcomeUnknown:
+		return "outcome-unknown"
 	}
 	return "unknown"
 }
@@ -116,7 +136,8 @@ type Result struct {
 	// (OutcomeReplayed); nil otherwise.
 	Response *Response
 	// RetryAfter is, for OutcomeInProgress, the remaining lease of the current owner
-	// where the store knows it (zero if unknown).
+	// where the store knows it (zero if unknown). The middleware's 409 Retry-After is a
+	// shorter estimate, never more than this.
 	RetryAfter time.Duration
 }
 
