@@ -33,7 +33,8 @@ type serveSpec struct {
 
 // releaseCheck proves that a stranger can use the modules at version, served
 // by the test proxy written to tmp:
-//  1. every module, extracted from its zip, builds and vets with GOWORK=off;
+//  1. every module, extracted from its zip, builds and vets with GOWORK=off
+//     (a module not published, such as this tool, where it is);
 //  2. every command module (root package main) installs with
 //     go install path@version;
 //  3. every library module (one another of ours requires) can be added to a
@@ -67,6 +68,21 @@ func releaseCheck(ctx context.Context, r *repo, host hostGoEnv, tmp, version str
 		}
 		if name, _ := rootPackage(src); name == "main" {
 			commands = append(commands, m)
+		}
+	}
+
+	for _, m := range r.Modules {
+		if isOurs(r.rootPath(), m.Path) {
+			continue
+		}
+		// Not published (the CI tool): checked where it is, on its own; its
+		// binaries go to tmp, not into the tree.
+		dir := filepath.Join(r.Root, filepath.FromSlash(m.Dir))
+		if _, err := e.run(ctx, dir, "vet", "./..."); err != nil {
+			return err
+		}
+		if _, err := e.run(ctx, dir, "build", "-o", filepath.Join(tmp, "bin")+string(filepath.Separator), "./..."); err != nil {
+			return err
 		}
 	}
 
