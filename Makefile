@@ -1,14 +1,26 @@
-# idem is several Go modules: the root (client SDK and server core) and one module per
-# heavy dependency, so that a user of the client never downloads pgx or go-redis.
-# `make test` runs every module's tests with the race detector.
+# idem is several Go modules: the root (client SDK and server core), one module per
+# heavy dependency, so that a user of the client never downloads pgx or go-redis, the
+# command, e2e, bench and the CI tool. They require each other at the release version
+# (v0.1.0); go.work makes them one workspace for development, and every target below
+# but tidy-check and release-check runs in it. `make test` runs every module's tests
+# with the race detector; .ci/run runs all of the checks.
 
 GO      ?= go
-# Modules in dependency order; a directory is listed only if it has a go.mod.
-MODULES := $(patsubst %/go.mod,%,$(wildcard go.mod */go.mod */*/go.mod))
-MODULES := $(patsubst go.mod,.,$(MODULES))
+# Every module: each directory with a go.mod (testdata and vendor aside), the root
+# first. New modules are picked up without a change here.
+MODULES := $(shell find . -name go.mod -not -path './.git/*' -not -path '*/testdata/*' \
+	-not -path '*/vendor/*' -printf '%h\n' | sed 's|^\./||' | LC_ALL=C sort)
 TESTFLAGS ?= -race -count=1 -timeout 10m
+BENCHFLAGS ?=
 
-.PHONY: test vet fmt-check tidy-check bench demo
+STATICCHECK_VERSION := v0.8.2
+GOBIN_DIR   := $(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin)
+STATICCHECK ?= $(GOBIN_DIR)/staticcheck
+
+.PHONY: test vet fmt-check tidy-check tidy staticcheck release-check bench demo modules
+
+modules:
+	@printf '%s\n' $(MODULES)
 
 test:
 	@set -e; for m in $(MODULES); do \
@@ -23,8 +35,39 @@ vet:
 	done
 
 fmt-check:
-	@out=$$(gofmt -l $$(git ls-files '*.go')); \
+	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+# go mod tidy -diff in every module on its own (GOWORK=off), the way it is released:
+# our modules come from a proxy built from the working tree (.ci/release-check), as
+# v0.1.0 is not published yet. `make tidy` makes them tidy.
+tidy-check:
+	.ci/release-check tidy
+
+tidy:
+	.ci/release-check tidy -w
+
+# Installs staticcheck $(STATICCHECK_VERSION) when it is missing or another version.
+staticcheck:
+	@if ! "$(STATICCHECK)" -version 2>/dev/null | grep -qF "($(STATICCHECK_VERSION:v%=%))"; then \
+		echo "== go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)"; \
+		GOWORK=off $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION); \
+	fi
+	@fail=0; for m in $(MODULES); do \
+		echo "== staticcheck ./... in $$m"; \
+		(cd $$m && "$(STATICCHECK)" ./...) || fail=1; \
+	done; exit $$fail
+
+# A stranger's view of a release, from a proxy built from the working tree: every
+# module builds and vets with GOWORK=off, go install of the command, go get of the
+# libraries, the installed idem-server answers /healthz. See .ci/releasecheck.
+release-check:
+	.ci/release-check
+
+# The benchmark run of bench/README.md (about three minutes; BENCHFLAGS=-quick for
+# the CI-sized one). It writes bench/results.
+bench:
+	cd bench && $(GO) run ./cmd/bench $(BENCHFLAGS)
 
 demo:
 	$(GO) run ./examples/payments

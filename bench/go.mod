@@ -6,9 +6,9 @@ require (
 	github.com/cenkalti/backoff/v4 v4.3.0
 	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/hashicorp/go-retryablehttp v0.7.8
-	github.com/idemkit/idem v0.0.0
-	github.com/idemkit/idem/server/pgstore v0.0.0
-	github.com/idemkit/idem/server/redisstore v0.0.0
+	github.com/idemkit/idem v0.1.0
+	github.com/idemkit/idem/server/pgstore v0.1.0
+	github.com/idemkit/idem/server/redisstore v0.1.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/redis/go-redis/v9 v9.23.0
 	gonum.org/v1/plot v0.17.0
@@ -34,10 +34,4 @@ require (
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
-)
-
-replace (
-	github.com/idemkit/idem => ..
-	github.com/idemkit/idem/server/pgstore => ../server/pgstore
-	github.com/idemkit/idem/server/redisstore => ../server/redisstore
 )

@@ -40,7 +40,7 @@ func openPostgres(ctx context.Context, url string, workers int) (*StoreRig, erro
 		if pool != nil {
 			pool.Close()
 		}
-		return nil, fmt.Errorf("PostgreSQL not reachable at %s (set %s): %w", where, EnvPostgresURL, err)
+		return nil, fmt.Errorf("cannot reach PostgreSQL at %s (set %s): %w", where, EnvPostgresURL, err)
 	}
 	suffix := strings.ToLower(rand.Text()[:12])
 	keys, pays := "idem_bench_keys_"+suffix, "idem_bench_pay_"+suffix

@@ -24,7 +24,7 @@ func openRedis(ctx context.Context, addr string, workers int) (*StoreRig, error)
 	ping, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	unreachable := func(err error) error {
-		return fmt.Errorf("Redis not reachable at %s (set %s): %w", addr, EnvRedisAddr, err)
+		return fmt.Errorf("cannot reach Redis at %s (set %s): %w", addr, EnvRedisAddr, err)
 	}
 	// A plain dial first: go-redis would retry a refused connection and log
 	// every failure.

@@ -35,9 +35,9 @@ func TestOpenUnreachable(t *testing.T) {
 	}{
 		{"PostgreSQL", func(ctx context.Context, w int) (*StoreRig, error) {
 			return openPostgres(ctx, "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=2", w)
-		}, "PostgreSQL not reachable at 127.0.0.1:1/test"},
+		}, "cannot reach PostgreSQL at 127.0.0.1:1/test"},
 		{"Redis", func(ctx context.Context, w int) (*StoreRig, error) { return openRedis(ctx, "127.0.0.1:1", w) },
-			"Redis not reachable at 127.0.0.1:1"},
+			"cannot reach Redis at 127.0.0.1:1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -4,9 +4,9 @@ go 1.26.0
 
 require (
 	github.com/Shopify/toxiproxy/v2 v2.5.0
-	github.com/idemkit/idem v0.0.0
-	github.com/idemkit/idem/server/pgstore v0.0.0
-	github.com/idemkit/idem/server/redisstore v0.0.0
+	github.com/idemkit/idem v0.1.0
+	github.com/idemkit/idem/server/pgstore v0.1.0
+	github.com/idemkit/idem/server/redisstore v0.1.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/rs/zerolog v1.28.0
@@ -36,10 +36,4 @@ require (
 	golang.org/x/text v0.41.0 // indirect
 	google.golang.org/protobuf v1.28.1 // indirect
 	gopkg.in/tomb.v1 v1.0.0-20141024135613-dd632973f1e7 // indirect
-)
-
-replace (
-	github.com/idemkit/idem => ..
-	github.com/idemkit/idem/server/pgstore => ../server/pgstore
-	github.com/idemkit/idem/server/redisstore => ../server/redisstore
 )

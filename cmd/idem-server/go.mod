@@ -3,9 +3,9 @@ module github.com/idemkit/idem/cmd/idem-server
 go 1.26.0
 
 require (
-	github.com/idemkit/idem v0.0.0
-	github.com/idemkit/idem/server/pgstore v0.0.0
-	github.com/idemkit/idem/server/redisstore v0.0.0
+	github.com/idemkit/idem v0.1.0
+	github.com/idemkit/idem/server/pgstore v0.1.0
+	github.com/idemkit/idem/server/redisstore v0.1.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/redis/go-redis/v9 v9.23.0
 )
@@ -20,10 +20,4 @@ require (
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
-)
-
-replace (
-	github.com/idemkit/idem => ../..
-	github.com/idemkit/idem/server/pgstore => ../../server/pgstore
-	github.com/idemkit/idem/server/redisstore => ../../server/redisstore
 )

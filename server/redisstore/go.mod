@@ -3,7 +3,7 @@ module github.com/idemkit/idem/server/redisstore
 go 1.26.0
 
 require (
-	github.com/idemkit/idem v0.0.0
+	github.com/idemkit/idem v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 )
 
@@ -13,5 +13,3 @@ require (
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 )
-
-replace github.com/idemkit/idem => ../..
