@@ -257,7 +257,7 @@ func (ex *exchange) finish(res Result, err error) {
 
 // problem answers with p and reports the event.
 func (ex *exchange) problem(p Problem, err error) {
-	WriteProblem(ex.w, p)
+	writeProblem(ex.w, p)
 	ex.ev.Status, ex.ev.Problem, ex.ev.Err = p.Status, p.Type, err
 	ex.emit()
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/idemkit/idem/internal/demo"
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/chaos"
 )
@@ -45,7 +46,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil { // flags were validated: cannot happen
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	h := chaos.Handler(store, ledger, inj, server.WithTTL(cfg.ttl), server.WithLockTTL(cfg.lockTTL))
+	h := demo.Handler(store, ledger, inj, server.WithTTL(cfg.ttl), server.WithLockTTL(cfg.lockTTL))
 
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {

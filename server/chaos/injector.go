@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/idemkit/idem/internal/problem"
 	"github.com/idemkit/idem/server"
 )
 
@@ -48,7 +49,7 @@ func (in *Injector) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, err := in.plan(r)
 		if err != nil {
-			server.WriteProblem(w, server.Problem{Type: ProblemBadHeader, Title: "Invalid chaos header",
+			problem.Write(w, problem.Details{Type: ProblemBadHeader, Title: "Invalid chaos header",
 				Status: http.StatusBadRequest, Detail: err.Error()})
 			return
 		}
@@ -56,7 +57,7 @@ func (in *Injector) Wrap(next http.Handler) http.Handler {
 			if p.retryAfter >= 0 {
 				w.Header().Set("Retry-After", strconv.Itoa(p.retryAfter))
 			}
-			server.WriteProblem(w, server.Problem{Type: ProblemInjected, Title: "Injected fault",
+			problem.Write(w, problem.Details{Type: ProblemInjected, Title: "Injected fault",
 				Status: p.fail, Detail: fmt.Sprintf("chaos: failed with %d before doing any work", p.fail)})
 			return
 		}

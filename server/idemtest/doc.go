@@ -7,7 +7,7 @@
 //	// POST srv.URL+"/payments" ... then:
 //	if n := srv.Payments("cus_1"); n != 1 { t.Fatalf("charged %d times", n) }
 //
-// It serves exactly the routes of cmd/idem-server (see chaos.Handler):
+// It serves exactly the routes of cmd/idem-server (the demo of internal/demo):
 // POST /payments behind server.Middleware with the scope of the bearer token,
 // GET /payments?customer=C, POST /payments/unprotected (no idempotency: retries
 // double-charge) and GET /healthz, over a memstore.Store by default.

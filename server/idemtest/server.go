@@ -5,10 +5,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 
+	"github.com/idemkit/idem/internal/demo"
+	"github.com/idemkit/idem/internal/demo/payments"
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/chaos"
 	"github.com/idemkit/idem/server/memstore"
-	"github.com/idemkit/idem/server/payments"
 )
 
 // Server is the companion server listening on a loopback address.
@@ -41,7 +42,7 @@ func NewServer(opts ...Option) *Server {
 		panic(fmt.Sprintf("idemtest: WithChaos: %v", err))
 	}
 	ledger := payments.NewMemLedger()
-	hs := httptest.NewServer(chaos.Handler(cfg.store, ledger, inj, cfg.mwOpts...))
+	hs := httptest.NewServer(demo.Handler(cfg.store, ledger, inj, cfg.mwOpts...))
 	return &Server{URL: hs.URL, hs: hs, store: cfg.store, ledger: ledger}
 }
 
@@ -57,7 +58,8 @@ func (s *Server) Close() { s.hs.Close() }
 // customer is empty): the count that proves exactly-once.
 func (s *Server) Payments(customer string) int { return s.ledger.Count(customer) }
 
-// Ledger returns the server's ledger.
+// Ledger returns the server's ledger (the demo's in-memory one), to list the
+// payments themselves.
 func (s *Server) Ledger() *payments.MemLedger { return s.ledger }
 
 // Store returns the idempotency store the server uses.

@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idem/internal/demo/payments"
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/chaos"
 	"github.com/idemkit/idem/server/memstore"
-	"github.com/idemkit/idem/server/payments"
 )
 
 // reply is a response read in full.
@@ -136,7 +136,7 @@ func TestRoutes(t *testing.T) {
 	if r := get(t, c, srv.URL+"/healthz"); r.status != http.StatusOK || string(r.body) != "ok\n" {
 		t.Errorf("healthz = %d %q", r.status, r.body)
 	}
-	if srv.Ledger().Count("") != 4 || srv.Store() == nil {
+	if srv.Payments("") != 4 || srv.Store() == nil {
 		t.Error("Ledger or Store accessor")
 	}
 }

@@ -17,31 +17,29 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/server"
-	"github.com/idemkit/idem/server/payments"
 )
 
 // waitLimit bounds every wait of the suite, so that a broken store fails a
 // scenario instead of hanging it.
 const waitLimit = 15 * time.Second
 
-// Headers the suite's handler sets around the payments handler, to check which
-// ones are replayed.
+// Headers the suite sets around its handler, to check which ones are replayed.
 const (
 	fixedDate  = "Mon, 02 Jan 2006 15:04:05 GMT"
 	cookie     = "session=s1; Path=/"
-	etag       = `"payment-v1"`
+	etag       = `"op-v1"`
 	privateHdr = "X-Not-Stored"
 )
 
-// env is one scenario's world: a ledger, the observed store, the middleware,
-// the payments API on an httptest server, and a client.
+// env is one scenario's world: the effects, the observed store, the
+// middleware, the suite's handler on an httptest server, and a client.
 type env struct {
-	t        *testing.T
-	f        Fixture
-	obs      *observer
-	srv      *httptest.Server
-	client   *http.Client
-	customer string
+	t      *testing.T
+	f      Fixture
+	obs    *observer
+	srv    *httptest.Server
+	client *http.Client
+	op     string // the scenario's operation, whose effects are counted
 
 	mu          sync.Mutex
 	beforeWrite func(r *http.Request) error
@@ -52,32 +50,22 @@ type env struct {
 
 func newEnv(t *testing.T, f Fixture, opts ...server.Option) *env {
 	t.Helper()
-	e := &env{t: t, f: f, obs: newObserver(f.Store), customer: "c" + randomHex(8)}
-	api := &payments.API{
-		Ledger: f.Ledger,
-		BeforeWrite: func(r *http.Request) error {
-			if h := e.hooks().beforeWrite; h != nil {
-				return h(r)
-			}
-			return nil
-		},
-		AfterWrite: func(r *http.Request) {
-			if h := e.hooks().afterWrite; h != nil {
-				h(r)
-			}
-		},
-	}
+	e := &env{t: t, f: f, obs: newObserver(f.Store), op: "op" + randomHex(8)}
+	handler := effectHandler(f.Effects, func() hooks {
+		h := e.hooks()
+		return hooks{beforeWrite: h.beforeWrite, afterWrite: h.afterWrite}
+	})
 	create := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("Set-Cookie", cookie)
 		h.Set("Date", fixedDate)
 		h.Set("ETag", etag)
 		h.Set(privateHdr, "1")
-		api.Create(w, r)
+		handler.ServeHTTP(w, r)
 	})
 	protected := server.Middleware(e.obs, opts...)(create)
 	mux := http.NewServeMux()
-	mux.Handle("POST /payments", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("POST /ops", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if h := e.hooks().onOuter; h != nil {
 			h(r)
 		}
@@ -176,26 +164,26 @@ func (g *gate) wait(t *testing.T, what string) {
 	}
 }
 
-// body returns a valid payment request body for the scenario's customer.
+// body returns a valid request body for the scenario's operation.
 func (e *env) body(amount int64) string {
-	return fmt.Sprintf(`{"customer":%q,"amount":%d,"currency":"EUR"}`, e.customer, amount)
+	return fmt.Sprintf(`{"op":%q,"amount":%d,"currency":"EUR"}`, e.op, amount)
 }
 
-// payments counts the scenario customer's payments in the ledger.
-func (e *env) payments() int {
+// effects counts the scenario operation's effects.
+func (e *env) effects() int {
 	e.t.Helper()
-	ps, err := e.f.Ledger.List(context.Background(), e.customer)
+	n, err := e.f.Effects.Count(context.Background(), e.op)
 	if err != nil {
-		e.t.Fatalf("ledger List: %v", err)
+		e.t.Fatalf("Effects.Count: %v", err)
 	}
-	return len(ps)
+	return n
 }
 
-// wantPayments checks the payment count.
-func (e *env) wantPayments(want int) {
+// wantEffects checks the effect count.
+func (e *env) wantEffects(want int) {
 	e.t.Helper()
-	if got := e.payments(); got != want {
-		e.t.Errorf("ledger holds %d payments for the operation, want %d", got, want)
+	if got := e.effects(); got != want {
+		e.t.Errorf("%d effects recorded for the operation, want %d", got, want)
 	}
 }
 
@@ -234,13 +222,13 @@ func chunked() reqOpt {
 	}
 }
 
-// post sends POST /payments.
+// post sends POST /ops.
 func (e *env) post(body string, opts ...reqOpt) reply {
 	return e.postCtx(context.Background(), body, opts...)
 }
 
 func (e *env) postCtx(ctx context.Context, body string, opts ...reqOpt) reply {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.srv.URL+"/payments", strings.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.srv.URL+"/ops", strings.NewReader(body))
 	if err != nil {
 		return reply{Err: err}
 	}

@@ -85,7 +85,7 @@ wait:
 		wantReplayOf(t, r, executed[0], "concurrent duplicate")
 	}
 	wantReplayOf(t, e.post(body, withKey("race-1")), executed[0], "retry after the race")
-	e.wantPayments(1)
+	e.wantEffects(1)
 }
 
 // testInProgress: a retry while the first request still runs is a 409 with
@@ -109,7 +109,7 @@ func testInProgress(t *testing.T, f Fixture) {
 		first := recv(t, firstC, "the first request")
 		wantExecuted(t, first, "first request")
 		wantReplayOf(t, e.post(body, withKey("slow-1")), first, "retry after the first finished")
-		e.wantPayments(1)
+		e.wantEffects(1)
 	})
 	t.Run("wait_and_replay", func(t *testing.T) {
 		e := newEnv(t, f, server.WithInProgressWait(waitLimit))
@@ -146,7 +146,7 @@ func testInProgress(t *testing.T, f Fixture) {
 			t.Fatalf("duplicate answered %v while the first request was still running, want it to wait", *early)
 		}
 		wantReplayOf(t, recv(t, dupC, "the waiting duplicate"), first, "duplicate that waited")
-		e.wantPayments(1)
+		e.wantEffects(1)
 	})
 }
 
@@ -173,7 +173,7 @@ func testSlowHandler(t *testing.T, f Fixture) {
 	first := recv(t, firstC, "the first request")
 	wantExecuted(t, first, "first request, slower than the lock TTL")
 	wantReplayOf(t, e.post(body, withKey("lease-1")), first, "retry after the slow first finished")
-	e.wantPayments(1)
+	e.wantEffects(1)
 }
 
 // testDisconnect: a client that goes away while the handler runs must not
@@ -227,7 +227,7 @@ func testDisconnect(t *testing.T, f Fixture) {
 	if retry.Err != nil || retry.Status != http.StatusCreated {
 		t.Errorf("retry after the client went away: got %v, want 201 (replayed or executed), never stuck", retry)
 	}
-	e.wantPayments(1)
+	e.wantEffects(1)
 }
 
 // recv receives one reply, failing the test after waitLimit.

@@ -1,7 +1,8 @@
 // Package storetest is the contract suite every server.Store runs: the
 // scenarios of CONTRACT.md sections 3 and 4, played over a real HTTP server
-// through server.Middleware and the payments API, counting payments in the
-// ledger to prove that each logical operation happened at most once.
+// through server.Middleware and a small handler of the suite's own, counting
+// the handler's effects (Effects) to prove that each logical operation
+// happened at most once. It depends on nothing but package server.
 //
 // A store's test calls Run with a function that builds a fresh Fixture for each
 // scenario:
@@ -23,7 +24,6 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/server"
-	"github.com/idemkit/idem/server/payments"
 )
 
 // Fixture is one isolated store under test.
@@ -33,12 +33,12 @@ type Fixture struct {
 	// Advance moves the store's notion of time forward by d (record expiry
 	// tests). Required.
 	Advance func(d time.Duration)
-	// Ledger receives the payments handler's business writes; nil means
-	// payments.NewMemLedger().
-	Ledger payments.Ledger
-	// Transactional reports that a Ledger write and the store's record commit or
+	// Effects records the handler's business writes; nil means a map in
+	// memory.
+	Effects Effects
+	// Transactional reports that an Effects write and the store's record commit or
 	// roll back together (PostgreSQL): a panic after the business write then
-	// leaves no payment.
+	// leaves no effect.
 	Transactional bool
 }
 
@@ -81,7 +81,7 @@ var scenarios = []scenario{
 // Run runs every scenario of CONTRACT.md sections 3 and 4 as a subtest, each
 // against a fresh fixture from newFixture (called once per subtest, so stores
 // can isolate with their own table or key prefix), through the real
-// server.Middleware and payments.API. Subtests run one after another, so a
+// server.Middleware and the suite's handler. Subtests run one after another, so a
 // fixture may share a clock or a database across calls.
 func Run(t *testing.T, newFixture func(t *testing.T) Fixture) {
 	t.Helper()
@@ -94,8 +94,8 @@ func Run(t *testing.T, newFixture func(t *testing.T) Fixture) {
 			if f.Store == nil || f.Advance == nil {
 				t.Fatal("storetest: Fixture.Store and Fixture.Advance are required")
 			}
-			if f.Ledger == nil {
-				f.Ledger = payments.NewMemLedger()
+			if f.Effects == nil {
+				f.Effects = newMemEffects()
 			}
 			s.run(t, f)
 		})

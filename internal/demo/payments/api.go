@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/idemkit/idem/internal/problem"
 	"github.com/idemkit/idem/server"
 )
 
@@ -79,20 +80,20 @@ func (a *API) Create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if detail := in.validate(); detail != "" {
-		server.WriteProblem(w, server.Problem{Type: ProblemInvalidValue, Title: "Invalid payment",
+		problem.Write(w, problem.Details{Type: ProblemInvalidValue, Title: "Invalid payment",
 			Status: http.StatusUnprocessableEntity, Detail: detail})
 		return
 	}
 	if a.BeforeWrite != nil {
 		if err := a.BeforeWrite(r); err != nil {
-			server.WriteProblem(w, server.Problem{Type: ProblemLedger, Title: "Payment not taken",
+			problem.Write(w, problem.Details{Type: ProblemLedger, Title: "Payment not taken",
 				Status: http.StatusServiceUnavailable, Detail: err.Error(), RetryAfter: time.Second})
 			return
 		}
 	}
 	p := Payment{ID: a.newID(), Customer: in.Customer, Amount: in.Amount, Currency: in.Currency, Created: a.now().UTC()}
 	if err := a.Ledger.Insert(r.Context(), p); err != nil {
-		server.WriteProblem(w, server.Problem{Type: ProblemLedger, Title: "Payment not taken",
+		problem.Write(w, problem.Details{Type: ProblemLedger, Title: "Payment not taken",
 			Status: http.StatusServiceUnavailable, Detail: "the ledger could not record the payment", RetryAfter: time.Second})
 		return
 	}
@@ -110,7 +111,7 @@ func (a *API) Create(w http.ResponseWriter, r *http.Request) {
 func (a *API) List(w http.ResponseWriter, r *http.Request) {
 	ps, err := a.Ledger.List(r.Context(), r.URL.Query().Get("customer"))
 	if err != nil {
-		server.WriteProblem(w, server.Problem{Type: ProblemLedger, Title: "Ledger unavailable",
+		problem.Write(w, problem.Details{Type: ProblemLedger, Title: "Ledger unavailable",
 			Status: http.StatusServiceUnavailable, Detail: "the ledger could not be read", RetryAfter: time.Second})
 		return
 	}
@@ -157,12 +158,12 @@ func isTooLarge(err error) bool {
 }
 
 func writeTooLarge(w http.ResponseWriter) {
-	server.WriteProblem(w, server.Problem{Type: server.ProblemBodyTooLarge, Title: "Request body too large",
+	problem.Write(w, problem.Details{Type: server.ProblemBodyTooLarge, Title: "Request body too large",
 		Status: http.StatusRequestEntityTooLarge, Detail: fmt.Sprintf("the body exceeds %d bytes", MaxBodyBytes)})
 }
 
 func writeBadJSON(w http.ResponseWriter, detail string) {
-	server.WriteProblem(w, server.Problem{Type: ProblemBadJSON, Title: "Malformed JSON body",
+	problem.Write(w, problem.Details{Type: ProblemBadJSON, Title: "Malformed JSON body",
 		Status: http.StatusBadRequest, Detail: detail})
 }
 

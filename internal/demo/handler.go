@@ -1,10 +1,11 @@
-package chaos
+package demo
 
 import (
 	"net/http"
 
+	"github.com/idemkit/idem/internal/demo/payments"
 	"github.com/idemkit/idem/server"
-	"github.com/idemkit/idem/server/payments"
+	"github.com/idemkit/idem/server/chaos"
 )
 
 // Handler returns the demo payments server that cmd/idem-server and
@@ -19,7 +20,7 @@ import (
 // Both POST routes go through inj (nil: no faults); GET routes never do, so
 // that tests can always count what happened. mwOpts come after the scope
 // option and may replace it.
-func Handler(store server.Store, ledger payments.Ledger, inj *Injector, mwOpts ...server.Option) http.Handler {
+func Handler(store server.Store, ledger payments.Ledger, inj *chaos.Injector, mwOpts ...server.Option) http.Handler {
 	api := &payments.API{Ledger: ledger}
 	wrap := func(h http.Handler) http.Handler { return h }
 	if inj != nil {

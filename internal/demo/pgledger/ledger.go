@@ -1,15 +1,16 @@
-// Package pgpayments is a payments.Ledger in PostgreSQL whose Insert joins the
-// pgstore transaction of the request, so a payment commits if and only if its
-// idempotency record does.
+// Package pgledger is the demo's payments.Ledger in PostgreSQL, whose Insert
+// joins the pgstore transaction of the request, so a payment commits if and
+// only if its idempotency record does. It is a module of its own (it needs pgx)
+// under internal/, like the rest of the demo: no library user imports it.
 //
 //	store, _ := pgstore.New(pool)
-//	ledger, _ := pgpayments.New(pool, "payments")
+//	ledger, _ := pgledger.New(pool, "payments")
 //	_ = store.Migrate(ctx)
 //	_ = ledger.Migrate(ctx)
 //	api := &payments.API{Ledger: ledger}
 //	mux.Handle("POST /payments", server.Middleware(store)(http.HandlerFunc(api.Create)))
 //	mux.HandleFunc("GET /payments", api.List)
-package pgpayments
+package pgledger
 
 import (
 	"context"
@@ -20,13 +21,13 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemkit/idem/server/payments"
+	"github.com/idemkit/idem/internal/demo/payments"
 	"github.com/idemkit/idem/server/pgstore"
 )
 
 // ErrInvalidTable is returned by New for a table name that is not a plain
 // lower-case SQL identifier.
-var ErrInvalidTable = errors.New("pgpayments: invalid table name")
+var ErrInvalidTable = errors.New("pgledger: invalid table name")
 
 var tableName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
@@ -84,7 +85,7 @@ func (l *Ledger) Migrate(ctx context.Context) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("pgpayments: migrate: %w", err)
+		return fmt.Errorf("pgledger: migrate: %w", err)
 	}
 	return nil
 }
@@ -98,7 +99,7 @@ func (l *Ledger) Insert(ctx context.Context, p payments.Payment) error {
 		_, err = l.pool.Exec(ctx, l.ins, p.ID, p.Customer, p.Amount, p.Currency, p.Created)
 	}
 	if err != nil {
-		return fmt.Errorf("pgpayments: insert: %w", err)
+		return fmt.Errorf("pgledger: insert: %w", err)
 	}
 	return nil
 }
@@ -114,7 +115,7 @@ func (l *Ledger) List(ctx context.Context, customer string) ([]payments.Payment,
 		rows, err = l.pool.Query(ctx, l.list, customer)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("pgpayments: list: %w", err)
+		return nil, fmt.Errorf("pgledger: list: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (payments.Payment, error) {
 		var p payments.Payment
@@ -123,7 +124,7 @@ func (l *Ledger) List(ctx context.Context, customer string) ([]payments.Payment,
 		return p, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("pgpayments: list: %w", err)
+		return nil, fmt.Errorf("pgledger: list: %w", err)
 	}
 	return out, nil
 }
@@ -133,7 +134,7 @@ func (l *Ledger) Count(ctx context.Context, customer string) (int, error) {
 	var n int
 	err := l.pool.QueryRow(ctx, "SELECT count(*) FROM "+l.name+" WHERE $1 = '' OR customer = $1", customer).Scan(&n)
 	if err != nil {
-		return 0, fmt.Errorf("pgpayments: count: %w", err)
+		return 0, fmt.Errorf("pgledger: count: %w", err)
 	}
 	return n, nil
 }
