@@ -65,4 +65,15 @@
 //
 // A response the handler completed is recorded even if the client went away
 // meanwhile: the retry gets the replay.
+//
+// # Options
+//
+// One rule holds for every package of the server side (server, memstore,
+// chaos, idemtest): an option with an impossible setting panics when it is
+// created, with a message naming it (server.WithTTL(0) panics
+// "idem/server: WithTTL: 0s is not positive"), and a constructor panics on a
+// nil option or a nil required argument (Middleware(nil)). Options are checked
+// once, at construction, never per request; a value built without panicking
+// is valid. Configuration read at run time (flags, files) is validated by the
+// program before it builds options, as cmd/idem-server does.
 package server

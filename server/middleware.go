@@ -180,59 +180,27 @@ func (ex *exchange) waitInProgress(req Request, run RunFunc) (Result, error) {
 	}
 }
 
-// finish answers the request from the store's result.
+// finish answers the request from the store's result. Each decision is one
+// step: a panic goes on; a store error, or a result that breaks the Store
+// contract, is the store's failure; otherwise the outcome chooses the answer.
 func (ex *exchange) finish(res Result, err error) {
 	ex.ev.Outcome = res.Outcome
 	if ex.panicked {
-		if err != nil {
-			ex.ev.Err = err
-		}
+		ex.ev.Err = err
 		ex.emit()
 		panic(ex.ev.Panic)
 	}
-	if err == nil && ex.ran != (res.Outcome == OutcomeExecuted) {
-		err = fmt.Errorf("%w: outcome %v after the handler ran=%v", errStoreContract, res.Outcome, ex.ran)
+	if err == nil {
+		err = ex.checkResult(res)
 	}
 	if err != nil {
-		ex.ev.Outcome = 0
-		switch {
-		case !ex.ran:
-			ex.problem(Problem{Type: ProblemStoreUnavailable, Title: "Idempotency store unavailable",
-				Status: http.StatusServiceUnavailable, RetryAfter: storeRetryAfter,
-				Detail: "the request was not processed; retry with the same Idempotency-Key"}, err)
-		default:
-			ex.problem(Problem{Type: ProblemNotRecorded, Title: "Response not recorded",
-				Status: http.StatusServiceUnavailable, RetryAfter: storeRetryAfter,
-				Detail: "the outcome could not be recorded; retry with the same Idempotency-Key"}, err)
-		}
+		ex.storeFailed(err)
 		return
 	}
 	switch res.Outcome {
 	case OutcomeExecuted:
-		switch {
-		case ex.cw.hijacked:
-			ex.problem(Problem{Type: ProblemUnprotectable, Title: "Handler not protectable",
-				Status: http.StatusInternalServerError,
-				Detail: "the handler tried to take over the connection, which cannot be recorded"}, ErrUnprotectable)
-			return
-		case ex.cw.tooLarge:
-			ex.problem(Problem{Type: ProblemUnprotectable, Title: "Response too large to record",
-				Status: http.StatusInternalServerError,
-				Detail: fmt.Sprintf("the response exceeded %d bytes and could not be recorded (see WithMaxResponseBytes)",
-					ex.p.cfg.maxResponseBytes)}, ErrResponseTooLarge)
-			return
-		}
-		ex.cw.send()
-		ex.ev.Status, ex.ev.Stored = ex.cw.finalStatus(), ex.keep
-		ex.emit()
+		ex.sendExecuted()
 	case OutcomeReplayed:
-		if res.Response == nil {
-			ex.ev.Outcome = 0
-			ex.problem(Problem{Type: ProblemStoreUnavailable, Title: "Idempotency store unavailable",
-				Status: http.StatusServiceUnavailable, RetryAfter: storeRetryAfter,
-				Detail: "the stored response could not be read"}, fmt.Errorf("%w: replay without a response", errStoreContract))
-			return
-		}
 		writeStored(ex.w, res.Response)
 		ex.ev.Status = res.Response.Status
 		ex.emit()
@@ -240,19 +208,73 @@ func (ex *exchange) finish(res Result, err error) {
 		ex.problem(Problem{Type: ProblemMismatch, Title: "Idempotency-Key reused", Status: http.StatusUnprocessableEntity,
 			Detail: "this Idempotency-Key was used for a different request"}, nil)
 	case OutcomeInProgress:
-		after := res.RetryAfter
-		if after <= 0 {
-			after = storeRetryAfter
-		}
-		ex.problem(Problem{Type: ProblemInProgress, Title: "Request in progress", Status: http.StatusConflict,
-			RetryAfter: after, Detail: "a request with this Idempotency-Key is still being processed"}, nil)
-	default:
-		ex.ev.Outcome = 0
-		ex.problem(Problem{Type: ProblemStoreUnavailable, Title: "Idempotency store unavailable",
-			Status: http.StatusServiceUnavailable, RetryAfter: storeRetryAfter,
-			Detail: "the request was not processed; retry with the same Idempotency-Key"},
-			fmt.Errorf("%w: unknown outcome %d", errStoreContract, int(res.Outcome)))
+		ex.inProgress(res.RetryAfter)
 	}
+}
+
+// checkResult reports a Result that contradicts the Store contract: an
+// outcome that does not match whether run was called, a replay without a
+// response, an outcome the middleware does not know.
+func (ex *exchange) checkResult(res Result) error {
+	switch {
+	case ex.ran != (res.Outcome == OutcomeExecuted):
+		return fmt.Errorf("%w: outcome %v after the handler ran=%v", errStoreContract, res.Outcome, ex.ran)
+	case res.Outcome == OutcomeReplayed && res.Response == nil:
+		return fmt.Errorf("%w: replay without a response", errStoreContract)
+	case res.Outcome < OutcomeExecuted || res.Outcome > OutcomeInProgress:
+		return fmt.Errorf("%w: unknown outcome %d", errStoreContract, int(res.Outcome))
+	}
+	return nil
+}
+
+// storeFailed answers a store failure: before the handler ran, the request
+// was not processed (503, retry); after it ran, the response could not be
+// recorded and is not sent.
+func (ex *exchange) storeFailed(err error) {
+	ex.ev.Outcome = 0
+	if !ex.ran {
+		ex.problem(storeUnavailable, err)
+		return
+	}
+	ex.problem(Problem{Type: ProblemNotRecorded, Title: "Response not recorded",
+		Status: http.StatusServiceUnavailable, RetryAfter: storeRetryAfter,
+		Detail: "the outcome could not be recorded; retry with the same Idempotency-Key"}, err)
+}
+
+// storeUnavailable is the answer when the store fails before the handler ran.
+var storeUnavailable = Problem{Type: ProblemStoreUnavailable, Title: "Idempotency store unavailable",
+	Status: http.StatusServiceUnavailable, RetryAfter: storeRetryAfter,
+	Detail: "the request was not processed; retry with the same Idempotency-Key"}
+
+// sendExecuted sends the handler's captured response, unless it could not be
+// recorded (a refused hijack, a response over the limit): then a 500.
+func (ex *exchange) sendExecuted() {
+	switch {
+	case ex.cw.hijacked:
+		ex.problem(Problem{Type: ProblemUnprotectable, Title: "Handler not protectable",
+			Status: http.StatusInternalServerError,
+			Detail: "the handler tried to take over the connection, which cannot be recorded"}, ErrUnprotectable)
+		return
+	case ex.cw.tooLarge:
+		ex.problem(Problem{Type: ProblemUnprotectable, Title: "Response too large to record",
+			Status: http.StatusInternalServerError,
+			Detail: fmt.Sprintf("the response exceeded %d bytes and could not be recorded (see WithMaxResponseBytes)",
+				ex.p.cfg.maxResponseBytes)}, ErrResponseTooLarge)
+		return
+	}
+	ex.cw.send()
+	ex.ev.Status, ex.ev.Stored = ex.cw.finalStatus(), ex.keep
+	ex.emit()
+}
+
+// inProgress answers 409: another request with the key still runs.
+func (ex *exchange) inProgress(lease time.Duration) {
+	after := lease
+	if after <= 0 {
+		after = storeRetryAfter
+	}
+	ex.problem(Problem{Type: ProblemInProgress, Title: "Request in progress", Status: http.StatusConflict,
+		RetryAfter: after, Detail: "a request with this Idempotency-Key is still being processed"}, nil)
 }
 
 // problem answers with p and reports the event.

@@ -24,18 +24,17 @@ type Injector struct {
 	cfg config
 }
 
-// New returns an Injector, or an error naming the first invalid option.
-func New(opts ...Option) (*Injector, error) {
+// New returns an Injector. It panics on a nil Option; the options themselves
+// panic when created with an impossible setting.
+func New(opts ...Option) *Injector {
 	cfg := defaultConfig()
 	for _, o := range opts {
 		if o == nil {
-			return nil, fmt.Errorf("chaos: nil Option")
+			panic("chaos: New: nil Option")
 		}
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
+		o(&cfg)
 	}
-	return &Injector{cfg: cfg}, nil
+	return &Injector{cfg: cfg}
 }
 
 type planKey struct{}

@@ -1,7 +1,6 @@
 package idemtest
 
 import (
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 
@@ -37,10 +36,7 @@ func NewServer(opts ...Option) *Server {
 	}
 	// The in-process crash (panic with http.ErrAbortHandler) goes first so that
 	// a caller's chaos options may replace it.
-	inj, err := chaos.New(append([]chaos.Option{chaos.WithCrash(abortHandler)}, cfg.chaosOpts...)...)
-	if err != nil {
-		panic(fmt.Sprintf("idemtest: WithChaos: %v", err))
-	}
+	inj := chaos.New(append([]chaos.Option{chaos.WithCrash(abortHandler)}, cfg.chaosOpts...)...)
 	ledger := payments.NewMemLedger()
 	hs := httptest.NewServer(demo.Handler(cfg.store, ledger, inj, cfg.mwOpts...))
 	return &Server{URL: hs.URL, hs: hs, store: cfg.store, ledger: ledger}

@@ -8,7 +8,9 @@ import (
 // DefaultMaxEntries is the capacity of a Store built without WithMaxEntries.
 const DefaultMaxEntries = 100_000
 
-// An Option configures a Store. Invalid options panic when they are created.
+// An Option configures a Store. An impossible setting panics when the option
+// is created, naming it, and New panics on a nil Option: the rule of every
+// server-side package (see package server).
 type Option func(*config)
 
 type config struct {

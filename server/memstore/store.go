@@ -41,6 +41,9 @@ var _ server.Store = (*Store)(nil)
 func New(opts ...Option) *Store {
 	cfg := defaultConfig()
 	for _, o := range opts {
+		if o == nil {
+			panic("memstore: New: nil Option")
+		}
 		o(&cfg)
 	}
 	s := &Store{now: cfg.now, maxEntries: int64(cfg.maxEntries), seed: maphash.MakeSeed()}
