@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
 
-// storeRetryAfter is the Retry-After of a 503 answered because the store failed,
-// and of a 409 when the store does not know the remaining lease.
+// storeRetryAfter is the Retry-After of a 503 answered because the store failed.
 const storeRetryAfter = time.Second
 
 // errStoreContract reports a Store whose Result contradicts the Store contract
@@ -41,6 +41,9 @@ type protected struct {
 	store Store
 	cfg   *config
 	next  http.Handler
+	// recent holds the handler's recent run durations, for the 409's
+	// Retry-After.
+	recent durations
 }
 
 func (p *protected) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -61,9 +64,10 @@ type exchange struct {
 	body bodyReader
 	ev   OutcomeEvent
 
-	ran      bool // run was called
-	keep     bool // run said the response may be recorded
-	panicked bool // the handler panicked with ev.Panic
+	start    time.Time // when the store was asked
+	ran      bool      // run was called
+	keep     bool      // run said the response may be recorded
+	panicked bool      // the handler panicked with ev.Panic
 }
 
 func (ex *exchange) serve() {
@@ -102,18 +106,29 @@ func (ex *exchange) serve() {
 		return
 	}
 
-	req := Request{Scope: scope, Key: key, Fingerprint: cfg.fingerprint(r, body), TTL: cfg.ttl, LockTTL: cfg.lockTTL}
+	req := Request{Scope: scope, Key: key, Fingerprint: cfg.fingerprint(r, body), TTL: cfg.ttl, LockTTL: cfg.lockTTL,
+		Wait: ex.wait()}
 	ex.body.Reset(body)
 	r.Body = &ex.body
 	r.ContentLength = int64(len(body))
 	ex.cw = captureWriter{rw: ex.w, max: cfg.maxResponseBytes}
 
-	run := RunFunc(ex.run)
-	res, err := ex.p.store.Do(r.Context(), req, run)
-	if err == nil && res.Outcome == OutcomeInProgress && !ex.ran && cfg.inProgressWait > 0 {
-		res, err = ex.waitInProgress(req, run)
-	}
+	ex.start = cfg.now()
+	res, err := ex.p.store.Do(r.Context(), req, ex.run)
 	ex.finish(res, err)
+}
+
+// wait returns how long a duplicate of this request may wait for the first:
+// the middleware's limit, or the client's Prefer: wait when it is shorter
+// (then Preference-Applied says so on the answer).
+func (ex *exchange) wait() time.Duration {
+	limit := ex.p.cfg.inProgressWait
+	pref, ok := preferWait(ex.r.Header)
+	if !ok || pref > limit {
+		return limit
+	}
+	ex.w.Header().Set(HeaderPreferenceApplied, "wait="+strconv.FormatInt(int64(pref/time.Second), 10))
+	return pref
 }
 
 // headerKey returns the request's key: the single Idempotency-Key line, parsed.
@@ -145,39 +160,25 @@ func (ex *exchange) run(ctx context.Context) (resp *Response, keep bool) {
 			resp, keep = &Response{Status: http.StatusInternalServerError}, false
 		}
 	}()
+	start := ex.p.cfg.now()
 	ex.p.next.ServeHTTP(&ex.cw, r)
+	ex.p.recent.add(ex.p.cfg.now().Sub(start))
 	if ex.cw.hijacked || ex.cw.tooLarge {
 		return &Response{Status: http.StatusInternalServerError}, false
 	}
 	resp = ex.cw.record(ex.p.cfg.storedHeaders)
-	ex.keep = resp.Status < 500
+	ex.keep = recorded(resp.Status)
 	return resp, ex.keep
 }
 
-// waitInProgress asks the store again, with a short capped backoff, until the
-// first request finishes, the wait is over or the client is gone.
-func (ex *exchange) waitInProgress(req Request, run RunFunc) (Result, error) {
-	cfg, ctx := ex.p.cfg, ex.r.Context()
-	deadline := time.Now().Add(cfg.inProgressWait)
-	res := Result{Outcome: OutcomeInProgress}
-	for n := 0; ; n++ {
-		left := time.Until(deadline)
-		if left <= 0 {
-			return res, nil
-		}
-		t := time.NewTimer(min(cfg.pollDelay(n), left))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return res, nil
-		case <-t.C:
-		}
-		next, err := ex.p.store.Do(ctx, req, run)
-		if err != nil || next.Outcome != OutcomeInProgress || ex.ran {
-			return next, err
-		}
-		res = next
-	}
+// recorded reports whether a response with status is recorded for its key.
+// 2xx and 4xx are the operation's outcome and are replayed. 5xx says the
+// server failed, and 3xx that the operation is not done here (a 307 or 308
+// sends the same request, key included, to another URL, whose fingerprint
+// differs): neither is recorded, and the key is released so that the retry,
+// or the next hop, runs the handler.
+func recorded(status int) bool {
+	return status < 300 || (status >= 400 && status < 500)
 }
 
 // finish answers the request from the store's result. Each decision is one
@@ -267,12 +268,12 @@ func (ex *exchange) sendExecuted() {
 	ex.emit()
 }
 
-// inProgress answers 409: another request with the key still runs.
+// inProgress answers 409: another request with the key still runs, past
+// this duplicate's wait. Retry-After is a short estimate of when the answer
+// will exist (see inProgressRetryAfter), never more than the owner's lease.
 func (ex *exchange) inProgress(lease time.Duration) {
-	after := lease
-	if after <= 0 {
-		after = storeRetryAfter
-	}
+	p90, known := ex.p.recent.p90()
+	after := inProgressRetryAfter(p90, known, ex.p.cfg.now().Sub(ex.start), lease)
 	ex.problem(Problem{Type: ProblemInProgress, Title: "Request in progress", Status: http.StatusConflict,
 		RetryAfter: after, Detail: "a request with this Idempotency-Key is still being processed"}, nil)
 }

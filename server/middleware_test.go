@@ -199,7 +199,8 @@ func TestMismatchAndInProgress(t *testing.T) {
 		retryAfter string
 	}{
 		{"mismatch", Result{Outcome: OutcomeMismatch}, 422, ProblemMismatch, ""},
-		{"in progress, lease known", Result{Outcome: OutcomeInProgress, RetryAfter: 2500 * time.Millisecond}, 409, ProblemInProgress, "3"},
+		// No handler run yet: no estimate, come back in a second, whatever the lease.
+		{"in progress, lease known", Result{Outcome: OutcomeInProgress, RetryAfter: 2500 * time.Millisecond}, 409, ProblemInProgress, "1"},
 		{"in progress, lease unknown", Result{Outcome: OutcomeInProgress}, 409, ProblemInProgress, "1"},
 	}
 	for _, c := range cases {

@@ -29,12 +29,12 @@ func BearerScope(r *http.Request) (string, error) {
 	default:
 		return "", ErrBadCredentials
 	}
-	v := trimOWS(vs[0])
+	v := trimSpaceTab(vs[0])
 	if v == "" {
 		return "", nil
 	}
 	if len(v) >= 7 && strings.EqualFold(v[:7], "bearer ") {
-		tok := trimOWS(v[7:])
+		tok := trimSpaceTab(v[7:])
 		if tok == "" {
 			return "", ErrBadCredentials
 		}

@@ -19,6 +19,14 @@
 //
 // If run panics, the claim is released and the panic continues.
 //
+// # Waiting
+//
+// A duplicate with Request.Wait > 0 waits on a channel of the claim, made by
+// the first waiter and closed when the claim is recorded or released: it then
+// replays the record, or claims the key and runs the handler itself. It holds
+// no lock while it waits, and stops, answering in progress, when Wait is over
+// or its context is done. A claim nobody waits for costs no channel.
+//
 // # Crash window
 //
 // The business write and the record cannot share a transaction here. If the

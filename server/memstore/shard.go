@@ -29,6 +29,9 @@ type entry struct {
 	resp   *record
 	stored record
 	index  int // position in shard.expiry, -1 when not there
+	// done is made by the first duplicate that waits for the claim, and
+	// closed when the claim is recorded or released; nil if nobody waits.
+	done chan struct{}
 }
 
 // A shard is one locked map plus a min-heap of its finished records by expiry,

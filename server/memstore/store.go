@@ -64,11 +64,12 @@ type beginState int
 const (
 	answered beginState = iota // res is final: replayed, mismatch or in progress
 	claimed                    // this caller owns a new claim and must run
+	waiting                    // another owner holds the claim: wait for its done channel
 	full                       // no room, even after sweeping this shard
 )
 
 // Do implements server.Store; see the package documentation for this store's
-// choices (implicit renewal, ErrFull, the crash window).
+// choices (implicit renewal, waiting, ErrFull, the crash window).
 func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) (server.Result, error) {
 	if run == nil {
 		return server.Result{}, fmt.Errorf("memstore: nil run: %w", ErrInvalidRequest)
@@ -78,8 +79,10 @@ func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) 
 	}
 	k := recordKey{scope: req.Scope, key: req.Key}
 	sh := s.shardFor(k)
-	for swept := false; ; swept = true {
-		res, e, st := s.begin(sh, k, req)
+	var waitOver <-chan time.Time // set at the first wait: the end of req.Wait
+	mayWait := req.Wait > 0
+	for swept := false; ; {
+		res, e, done, st := s.begin(sh, k, req, mayWait)
 		switch st {
 		case answered:
 			if e != nil { // a replay: the record is immutable, copied outside the lock
@@ -90,31 +93,54 @@ func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) 
 			// Only a claim's owner writes e.owner, and only after run: this
 			// goroutine may read the token it was given without the lock.
 			return s.execute(ctx, sh, e, req.TTL, e.owner, run)
+		case waiting:
+			if waitOver == nil {
+				t := time.NewTimer(req.Wait)
+				defer t.Stop()
+				waitOver = t.C
+			}
+			select {
+			case <-done: // recorded or released: look again
+			case <-waitOver:
+				mayWait = false // one last look, then answer
+			case <-ctx.Done():
+				return server.Result{Outcome: server.OutcomeInProgress, RetryAfter: s.lease(sh, e)}, nil
+			}
+			continue
 		}
 		if swept {
 			s.refusals.Add(1)
 			return server.Result{}, fmt.Errorf("memstore: %d live records and claims, none expired: %w", s.maxEntries, ErrFull)
 		}
 		s.sweepAll()
+		swept = true
 	}
 }
 
 // begin answers from an existing live entry, or claims (scope, key) under a
 // new owner token of the shard. It returns the entry of a replay (whose record
-// the caller copies outside the lock) or the new claim; nil otherwise.
-func (s *Store) begin(sh *shard, k recordKey, req server.Request) (server.Result, *entry, beginState) {
+// the caller copies outside the lock), the new claim, or, when mayWait and
+// another owner holds the claim, that claim and the channel closed when it is
+// recorded or released; nil otherwise.
+func (s *Store) begin(sh *shard, k recordKey, req server.Request, mayWait bool) (server.Result, *entry, <-chan struct{}, beginState) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	now := s.clock()
 	if e := sh.m[k]; e != nil {
 		if e.owner != 0 || now < e.deadline {
 			if e.fingerprint != req.Fingerprint {
-				return server.Result{Outcome: server.OutcomeMismatch}, nil, answered
+				return server.Result{Outcome: server.OutcomeMismatch}, nil, nil, answered
+			}
+			if e.owner != 0 && mayWait {
+				if e.done == nil { // the first waiter makes the channel
+					e.done = make(chan struct{})
+				}
+				return server.Result{}, e, e.done, waiting
 			}
 			if e.owner != 0 {
-				return server.Result{Outcome: server.OutcomeInProgress, RetryAfter: retryAfter(e, now)}, nil, answered
+				return server.Result{Outcome: server.OutcomeInProgress, RetryAfter: retryAfter(e, now)}, nil, nil, answered
 			}
-			return server.Result{Outcome: server.OutcomeReplayed}, e, answered
+			return server.Result{Outcome: server.OutcomeReplayed}, e, nil, answered
 		}
 		sh.remove(e) // expired: the key is a new operation
 		s.freed(1)
@@ -123,13 +149,20 @@ func (s *Store) begin(sh *shard, k recordKey, req server.Request) (server.Result
 	if !s.reserve() {
 		s.freed(sh.sweep(now, fullSweep))
 		if !s.reserve() {
-			return server.Result{}, nil, full
+			return server.Result{}, nil, nil, full
 		}
 	}
 	sh.tokens++ // never 0, which marks a record
 	e := &entry{key: k, fingerprint: req.Fingerprint, owner: sh.tokens, deadline: after(now, req.LockTTL), index: -1}
 	sh.m[k] = e
-	return server.Result{}, e, claimed
+	return server.Result{}, e, nil, claimed
+}
+
+// lease returns the Retry-After of claim e: its remaining lease.
+func (s *Store) lease(sh *shard, e *entry) time.Duration {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return retryAfter(e, s.clock())
 }
 
 // execute runs the handler under token's claim e, then records or releases it.
@@ -170,6 +203,9 @@ func (s *Store) finish(sh *shard, e *entry, token uint64, resp *server.Response,
 	defer sh.mu.Unlock()
 	if e.owner != token {
 		return false
+	}
+	if e.done != nil { // wake the waiters: they replay, or claim the key
+		close(e.done)
 	}
 	if resp == nil {
 		delete(sh.m, e.key)

@@ -213,6 +213,11 @@ func withBearer(tok string) reqOpt {
 	return func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+tok) }
 }
 
+// withPrefer sets the Prefer header (RFC 7240).
+func withPrefer(v string) reqOpt {
+	return func(r *http.Request) { r.Header.Set(server.HeaderPrefer, v) }
+}
+
 // chunked sends the body without a Content-Length.
 func chunked() reqOpt {
 	return func(r *http.Request) {
@@ -315,6 +320,28 @@ func wantRetryAfter(t *testing.T, r reply, what string) {
 	var n int
 	if _, err := fmt.Sscanf(v, "%d", &n); err != nil || n < 1 {
 		t.Errorf("%s: Retry-After %q, want a positive number of seconds", what, v)
+	}
+}
+
+// wantRetryAfterAtMost checks that r carries a Retry-After of at least one
+// second and no more than lease (rounded up to whole seconds).
+func wantRetryAfterAtMost(t *testing.T, r reply, lease time.Duration, what string) {
+	t.Helper()
+	wantRetryAfter(t, r, what)
+	var n int
+	if _, err := fmt.Sscanf(r.Header.Get("Retry-After"), "%d", &n); err == nil && time.Duration(n)*time.Second > lease.Round(time.Second) {
+		t.Errorf("%s: Retry-After %ds is longer than the %v lease", what, n, lease)
+	}
+}
+
+// wantLeaseRetryAfter checks that every in-progress Result the store gave
+// had a RetryAfter no longer than the request's LockTTL.
+func (e *env) wantLeaseRetryAfter(lockTTL time.Duration) {
+	e.t.Helper()
+	for _, d := range e.obs.snapshot().inProgressRetryAfter {
+		if d > lockTTL {
+			e.t.Errorf("the store said in progress with RetryAfter %v, longer than the %v lease", d, lockTTL)
+		}
 	}
 }
 

@@ -20,6 +20,8 @@ const (
 	keepsFailures flaw = "keeps-failures" // records responses that run said not to keep
 	ignoresScope  flaw = "ignores-scope"  // one namespace for every scope
 	neverExpires  flaw = "never-expires"  // ignores the TTL
+	neverWaits    flaw = "never-waits"    // ignores Request.Wait: answers in progress at once
+	waitsForever  flaw = "waits-forever"  // waits out Request.Wait even when the client left
 )
 
 // refStore is a small, obviously correct in-memory Store (unless given a
@@ -38,6 +40,7 @@ type item struct {
 	owner       uint64 // non-zero while claimed
 	resp        *server.Response
 	expires     time.Time
+	done        chan struct{} // closed when the claim is recorded or released
 }
 
 func newRefStore(f flaw) *refStore {
@@ -51,6 +54,33 @@ func (s *refStore) advance(d time.Duration) {
 }
 
 func (s *refStore) Do(ctx context.Context, req server.Request, run server.RunFunc) (server.Result, error) {
+	wait := req.Wait
+	if s.flaw == neverWaits {
+		wait = 0
+	}
+	waitOver := time.After(wait)
+	for {
+		res, done, err := s.try(ctx, req, run, wait > 0)
+		if done == nil {
+			return res, err
+		}
+		stop := ctx.Done()
+		if s.flaw == waitsForever {
+			stop = nil
+		}
+		select {
+		case <-done:
+		case <-waitOver:
+			wait = 0
+		case <-stop:
+			return server.Result{Outcome: server.OutcomeInProgress, RetryAfter: req.LockTTL}, nil
+		}
+	}
+}
+
+// try answers, claims and runs, or, when mayWait and the key is claimed,
+// returns the claim's done channel to wait on.
+func (s *refStore) try(ctx context.Context, req server.Request, run server.RunFunc, mayWait bool) (server.Result, <-chan struct{}, error) {
 	k := [2]string{req.Scope, req.Key}
 	if s.flaw == ignoresScope {
 		k[0] = ""
@@ -64,19 +94,22 @@ func (s *refStore) Do(ctx context.Context, req server.Request, run server.RunFun
 	switch {
 	case it != nil && it.fingerprint != req.Fingerprint:
 		s.mu.Unlock()
-		return server.Result{Outcome: server.OutcomeMismatch}, nil
+		return server.Result{Outcome: server.OutcomeMismatch}, nil, nil
+	case it != nil && it.owner != 0 && s.flaw != ignoresClaims && mayWait:
+		s.mu.Unlock()
+		return server.Result{}, it.done, nil
 	case it != nil && it.owner != 0 && s.flaw != ignoresClaims:
 		s.mu.Unlock()
-		return server.Result{Outcome: server.OutcomeInProgress, RetryAfter: req.LockTTL}, nil
+		return server.Result{Outcome: server.OutcomeInProgress, RetryAfter: req.LockTTL}, nil, nil
 	case it != nil && it.owner == 0:
 		resp := clone(it.resp)
 		s.mu.Unlock()
-		return server.Result{Outcome: server.OutcomeReplayed, Response: resp}, nil
+		return server.Result{Outcome: server.OutcomeReplayed, Response: resp}, nil, nil
 	}
 	s.next++
 	token := s.next
 	if s.flaw != ignoresClaims || it == nil {
-		s.items[k] = &item{fingerprint: req.Fingerprint, owner: token}
+		s.items[k] = &item{fingerprint: req.Fingerprint, owner: token, done: make(chan struct{})}
 	}
 	s.mu.Unlock()
 
@@ -89,7 +122,7 @@ func (s *refStore) Do(ctx context.Context, req server.Request, run server.RunFun
 	resp, keep := run(ctx)
 	done = true
 	s.finish(k, token, resp, keep, req.TTL)
-	return server.Result{Outcome: server.OutcomeExecuted, Response: resp}, nil
+	return server.Result{Outcome: server.OutcomeExecuted, Response: resp}, nil, nil
 }
 
 // finish records or releases token's claim (a compare-and-set on the owner).
@@ -103,6 +136,7 @@ func (s *refStore) finish(k [2]string, token uint64, resp *server.Response, keep
 	if it == nil || it.owner != token {
 		return
 	}
+	close(it.done)
 	if s.flaw == neverRecords || (!keep && s.flaw != keepsFailures) || resp == nil {
 		delete(s.items, k)
 		return

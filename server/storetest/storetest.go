@@ -56,6 +56,10 @@ const (
 	ScenarioScopes       = "scopes"
 	ScenarioDisconnect   = "client_disconnect"
 	ScenarioBodyTooLarge = "body_too_large"
+	// Request.Wait: a duplicate waits for the first request.
+	ScenarioWaitLateAnswer    = "wait_late_answer"
+	ScenarioWaitOriginalFails = "wait_original_fails"
+	ScenarioWaitClientGone    = "wait_client_gone"
 )
 
 type scenario struct {
@@ -76,6 +80,9 @@ var scenarios = []scenario{
 	{ScenarioScopes, testScopes},
 	{ScenarioDisconnect, testDisconnect},
 	{ScenarioBodyTooLarge, testBodyTooLarge},
+	{ScenarioWaitLateAnswer, testWaitLateAnswer},
+	{ScenarioWaitOriginalFails, testWaitOriginalFails},
+	{ScenarioWaitClientGone, testWaitClientGone},
 }
 
 // Run runs every scenario of CONTRACT.md sections 3 and 4 as a subtest, each

@@ -52,6 +52,8 @@ func TestRunCatchesFlawedStores(t *testing.T) {
 		{keepsFailures, []string{storetest.ScenarioServerError, storetest.ScenarioPanic}},
 		{ignoresScope, []string{storetest.ScenarioScopes}},
 		{neverExpires, []string{storetest.ScenarioExpiry}},
+		{neverWaits, []string{storetest.ScenarioWaitLateAnswer, storetest.ScenarioWaitOriginalFails}},
+		{waitsForever, []string{storetest.ScenarioWaitClientGone}},
 	}
 	failLine := regexp.MustCompile(`--- FAIL: TestFlawedStoreHelper/([^/\s]+) `)
 	for _, c := range cases {
