@@ -33,8 +33,12 @@
 //     headers and body, byte for byte, plus Idempotent-Replayed: true;
 //   - the store unreachable before the handler ran: 503,
 //     ProblemStoreUnavailable, Retry-After; the handler never runs unprotected;
-//   - the handler ran but its response could not be recorded: 503,
-//     ProblemNotRecorded, Retry-After; the unrecorded response is not sent.
+//   - the handler ran but its response could not be recorded (the store
+//     returned an error wrapping ErrNotRecorded), or the store reports the key
+//     OutcomeUnknown from such an earlier run: 500, ProblemOutcomeUnknown, no
+//     Retry-After; the unrecorded response is not sent, the store keeps the
+//     key blocked, and every retry gets this same answer rather than a second
+//     effect (docs/problems.md says how an operator resolves it).
 //
 // Every problem answer is RFC 9457 application/problem+json with
 // Cache-Control: no-store; the type URIs are documented in docs/problems.md.

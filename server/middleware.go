@@ -210,6 +210,8 @@ func (ex *exchange) finish(res Result, err error) {
 			Detail: "this Idempotency-Key was used for a different request"}, nil)
 	case OutcomeInProgress:
 		ex.inProgress(res.RetryAfter)
+	case OutcomeUnknown:
+		ex.problem(outcomeUnknown, nil)
 	}
 }
 
@@ -222,25 +224,36 @@ func (ex *exchange) checkResult(res Result) error {
 		return fmt.Errorf("%w: outcome %v after the handler ran=%v", errStoreContract, res.Outcome, ex.ran)
 	case res.Outcome == OutcomeReplayed && res.Response == nil:
 		return fmt.Errorf("%w: replay without a response", errStoreContract)
-	case res.Outcome < OutcomeExecuted || res.Outcome > OutcomeInProgress:
+	case res.Outcome < OutcomeExecuted || res.Outcome > OutcomeUnknown:
 		return fmt.Errorf("%w: unknown outcome %d", errStoreContract, int(res.Outcome))
 	}
 	return nil
 }
 
-// storeFailed answers a store failure: before the handler ran, the request
-// was not processed (503, retry); after it ran, the response could not be
-// recorded and is not sent.
+// storeFailed answers a store failure. Before the handler ran, the request
+// was not processed: 503, retry. After it ran (the store could not record its
+// response: ErrNotRecorded, or any error past run), the handler's effect may
+// stand: the unrecorded response is not sent, and the answer is
+// outcome-unknown, which never invites a retry; the store keeps the key
+// blocked, so a retry gets the same answer rather than a second effect.
 func (ex *exchange) storeFailed(err error) {
 	ex.ev.Outcome = 0
 	if !ex.ran {
 		ex.problem(storeUnavailable, err)
 		return
 	}
-	ex.problem(Problem{Type: ProblemNotRecorded, Title: "Response not recorded",
-		Status: http.StatusServiceUnavailable, RetryAfter: storeRetryAfter,
-		Detail: "the outcome could not be recorded; retry with the same Idempotency-Key"}, err)
+	ex.ev.Outcome = OutcomeUnknown
+	ex.problem(outcomeUnknown, err)
 }
+
+// outcomeUnknown is the answer when the handler ran (or an earlier run did)
+// and its response could not be recorded. 500: the server failed, and the
+// client cannot fix the request; no Retry-After, since waiting changes
+// nothing. See docs/problems.md#outcome-unknown.
+var outcomeUnknown = Problem{Type: ProblemOutcomeUnknown, Title: "Outcome unknown",
+	Status: http.StatusInternalServerError,
+	Detail: "the request was processed but its response could not be recorded; " +
+		"it may have taken effect, and this key will get this same answer until an operator resolves it"}
 
 // storeUnavailable is the answer when the store fails before the handler ran.
 var storeUnavailable = Problem{Type: ProblemStoreUnavailable, Title: "Idempotency store unavailable",

@@ -151,8 +151,9 @@ func WithMaxResponseBytes(n int64) Option {
 
 // WithScope sets how a request's scope (its principal or tenant) is found; the
 // store keys records by (scope, key), so two scopes never see each other's
-// records. The default is one empty scope for everyone; BearerScope is ready
-// made. scope should return an error only when the request has no acceptable
+// records. The default is one empty scope for everyone (a service with one
+// client, or whose callers may share records); BearerScope is ready made and
+// refuses callers without credentials. scope should return an error only when the request has no acceptable
 // principal: the middleware then answers 401 and neither the store nor the
 // handler is called.
 func WithScope(scope func(*http.Request) (string, error)) Option {

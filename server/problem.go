@@ -20,7 +20,7 @@ const (
 	ProblemInProgress       = ProblemBase + "in-progress"
 	ProblemBodyTooLarge     = ProblemBase + "body-too-large"
 	ProblemStoreUnavailable = ProblemBase + "store-unavailable"
-	ProblemNotRecorded      = ProblemBase + "not-recorded"
+	ProblemOutcomeUnknown   = ProblemBase + "outcome-unknown"
 	ProblemUnprotectable    = ProblemBase + "unprotectable"
 	ProblemUnauthenticated  = ProblemBase + "unauthenticated"
 	ProblemBodyUnreadable   = ProblemBase + "body-unreadable"

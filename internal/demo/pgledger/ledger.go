@@ -53,8 +53,8 @@ func New(pool *pgxpool.Pool, table string) (*Ledger, error) {
 	return &Ledger{
 		pool: pool,
 		name: t,
-		ins:  "INSERT INTO " + t + " (id, customer, amount, currency, created) VALUES ($1, $2, $3, $4, $5)",
-		list: "SELECT id, customer, amount, currency, created FROM " + t +
+		ins:  "INSERT INTO " + t + " (id, customer, amount, currency, created, owner) VALUES ($1, $2, $3, $4, $5, $6)",
+		list: "SELECT id, customer, amount, currency, created, owner FROM " + t +
 			" WHERE $1 = '' OR customer = $1 ORDER BY seq",
 	}, nil
 }
@@ -67,8 +67,11 @@ func New(pool *pgxpool.Pool, table string) (*Ledger, error) {
 //	    customer text NOT NULL,
 //	    amount   bigint NOT NULL,
 //	    currency text NOT NULL,
-//	    created  timestamptz NOT NULL
+//	    created  timestamptz NOT NULL,
+//	    owner    text NOT NULL DEFAULT ''
 //	)
+//
+// and adds the owner column to a table an earlier version created.
 func (l *Ledger) Migrate(ctx context.Context) error {
 	err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "idem-migrate:"+l.name); err != nil {
@@ -80,8 +83,13 @@ func (l *Ledger) Migrate(ctx context.Context) error {
     customer text NOT NULL,
     amount   bigint NOT NULL,
     currency text NOT NULL,
-    created  timestamptz NOT NULL
+    created  timestamptz NOT NULL,
+    owner    text NOT NULL DEFAULT ''
 )`)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `ALTER TABLE `+l.name+` ADD COLUMN IF NOT EXISTS owner text NOT NULL DEFAULT ''`)
 		return err
 	})
 	if err != nil {
@@ -94,9 +102,9 @@ func (l *Ledger) Migrate(ctx context.Context) error {
 func (l *Ledger) Insert(ctx context.Context, p payments.Payment) error {
 	var err error
 	if tx := pgstore.Tx(ctx); tx != nil {
-		_, err = tx.Exec(ctx, l.ins, p.ID, p.Customer, p.Amount, p.Currency, p.Created)
+		_, err = tx.Exec(ctx, l.ins, p.ID, p.Customer, p.Amount, p.Currency, p.Created, p.Owner)
 	} else {
-		_, err = l.pool.Exec(ctx, l.ins, p.ID, p.Customer, p.Amount, p.Currency, p.Created)
+		_, err = l.pool.Exec(ctx, l.ins, p.ID, p.Customer, p.Amount, p.Currency, p.Created, p.Owner)
 	}
 	if err != nil {
 		return fmt.Errorf("pgledger: insert: %w", err)
@@ -119,7 +127,7 @@ func (l *Ledger) List(ctx context.Context, customer string) ([]payments.Payment,
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (payments.Payment, error) {
 		var p payments.Payment
-		err := r.Scan(&p.ID, &p.Customer, &p.Amount, &p.Currency, &p.Created)
+		err := r.Scan(&p.ID, &p.Customer, &p.Amount, &p.Currency, &p.Created, &p.Owner)
 		p.Created = p.Created.UTC()
 		return p, err
 	})

@@ -35,7 +35,7 @@ func TestLedger(t *testing.T) {
 	at := time.Date(2025, 3, 1, 12, 0, 0, 123456000, time.UTC)
 	ps := []payments.Payment{
 		{ID: "p1", Customer: "a", Amount: 100, Currency: "EUR", Created: at},
-		{ID: "p2", Customer: "b", Amount: 200, Currency: "USD", Created: at.Add(time.Second)},
+		{ID: "p2", Customer: "b", Amount: 200, Currency: "USD", Created: at.Add(time.Second), Owner: "bearer:x"},
 		{ID: "p3", Customer: "a", Amount: 300, Currency: "EUR", Created: at.Add(2 * time.Second)},
 	}
 	for _, p := range ps {
