@@ -171,14 +171,36 @@ func (ex *exchange) run(ctx context.Context) (resp *Response, keep bool) {
 	return resp, ex.keep
 }
 
-// recorded reports whether a response with status is recorded for its key.
-// 2xx and 4xx are the operation's outcome and are replayed. 5xx says the
-// server failed, and 3xx that the operation is not done here (a 307 or 308
-// sends the same request, key included, to another URL, whose fingerprint
-// differs): neither is recorded, and the key is released so that the retry,
-// or the next hop, runs the handler.
+// recorded reports whether a response with status is recorded for its key
+// and replayed to its retries. Most 2xx and 4xx answers are the operation's
+// outcome and are recorded. Not recorded (the key is released, so a retry,
+// or the next hop, runs the handler again):
+//   - 5xx: the server failed;
+//   - 3xx: the operation is not done here (a 307 or 308 sends the same
+//     request, key included, to another URL, whose fingerprint differs);
+//   - refusals, the 4xx that say the request was refused before anything was
+//     done (400, 401, 403, 405, 406, 408, 411, 413, 414, 415, 422, 429, 431):
+//     recording them would let a flood of invalid requests take the store's
+//     room, and a corrected request, or the same one once the client is
+//     authorised or no longer throttled, deserves to run. A handler must
+//     answer these only when it did nothing.
 func recorded(status int) bool {
-	return status < 300 || (status >= 400 && status < 500)
+	switch {
+	case status >= 500, status >= 300 && status < 400:
+		return false
+	case status >= 400:
+		return !refusal[status]
+	}
+	return true
+}
+
+// refusal lists the 4xx statuses that are not recorded (see recorded).
+var refusal = map[int]bool{
+	http.StatusBadRequest: true, http.StatusUnauthorized: true, http.StatusForbidden: true,
+	http.StatusMethodNotAllowed: true, http.StatusNotAcceptable: true, http.StatusRequestTimeout: true,
+	http.StatusLengthRequired: true, http.StatusRequestEntityTooLarge: true, http.StatusRequestURITooLong: true,
+	http.StatusUnsupportedMediaType: true, http.StatusUnprocessableEntity: true, http.StatusTooManyRequests: true,
+	http.StatusRequestHeaderFieldsTooLarge: true,
 }
 
 // finish answers the request from the store's result. Each decision is one

@@ -257,7 +257,8 @@ func TestRedirectDoesNotConsumeTheKey(t *testing.T) {
 func TestRecordedStatuses(t *testing.T) {
 	t.Parallel()
 	for status, want := range map[int]bool{200: true, 201: true, 204: true, 301: false, 303: false, 307: false,
-		308: false, 400: true, 404: true, 409: true, 422: true, 500: false, 503: false} {
+		308: false, 400: false, 401: false, 402: true, 403: false, 404: true, 409: true, 410: true, 413: false,
+		415: false, 422: false, 429: false, 500: false, 503: false} {
 		if got := recorded(status); got != want {
 			t.Errorf("recorded(%d) = %v, want %v", status, got, want)
 		}
