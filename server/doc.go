@@ -8,7 +8,7 @@
 //	mux.Handle("POST /payments", server.Middleware(store,
 //		server.WithScope(server.BearerScope),
 //		server.WithFingerprint(server.CanonicalJSON),
-//	)(http.HandlerFunc(api.Create)))
+//	)(http.HandlerFunc(createPayment)))
 //
 // # What a protected request gets
 //
@@ -19,7 +19,9 @@
 //   - a key longer than 255 characters, not visible ASCII, a malformed
 //     Structured Field string, or several Idempotency-Key lines: 400,
 //     ProblemInvalidKey (see ParseKey: "abc" and abc are one key);
-//   - a scope function (WithScope) that fails: 401, ProblemUnauthenticated;
+//   - a scope function (WithScope) that fails: 401, ProblemUnauthenticated
+//     (BearerScope fails for a request without credentials: anonymous
+//     callers never share a scope);
 //   - a body over the limit (WithMaxBodyBytes, 1 MiB): 413,
 //     ProblemBodyTooLarge; nothing is claimed or stored;
 //   - a new key: the handler runs once; its response is recorded, then sent;
@@ -30,7 +32,8 @@
 //     the handler itself); past the wait, or when the client leaves: 409,
 //     ProblemInProgress, with a short Retry-After (see below);
 //   - a finished key with the same fingerprint: the stored status, allow-listed
-//     headers and body, byte for byte, plus Idempotent-Replayed: true;
+//     headers and body, byte for byte, plus Idempotent-Replayed: true (2xx and
+//     4xx are recorded, except the refusals listed below);
 //   - the store unreachable before the handler ran: 503,
 //     ProblemStoreUnavailable, Retry-After; the handler never runs unprotected;
 //   - the handler ran but its response could not be recorded (the store
@@ -64,7 +67,11 @@
 // The response is not recorded, and the key is released so that a retry runs
 // the handler again (a transactional store rolls the handler's writes back),
 // when the handler answers 5xx, panics, is refused a hijack or writes more than
-// the response limit. A 3xx is not recorded either: a 307 or 308 says the
+// the response limit. A refusal is not recorded either (400, 401, 403, 405,
+// 406, 408, 411, 413, 414, 415, 422, 429, 431: the request was refused before
+// anything was done), so invalid requests take no room in the store and a
+// corrected one runs; answer these only when the handler did nothing. Nor is
+// a 3xx: a 307 or 308 says the
 // operation is done elsewhere, and the client's next hop, with the same key
 // and another path (so another fingerprint), must run there instead of getting
 // 422. Serve redirects in front of the middleware where you can, so they never

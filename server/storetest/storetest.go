@@ -14,9 +14,16 @@
 //		})
 //	}
 //
+// A store passes only if it implements Request.Wait: a duplicate waits for
+// the owner without holding what the owner needs, replays when the owner
+// records, claims and runs when the owner releases (5xx, panic), stops when
+// its context ends, and answers in progress at once when Wait is zero, with a
+// RetryAfter no longer than the lease.
+//
 // The scenarios synchronise with channels and the fixture's Advance; only the
 // lock-TTL scenario waits on real time (a few hundred milliseconds), because
-// real time is what it is about.
+// real time is what it is about, and the wait scenarios watch 100 ms for a
+// duplicate answered too early (which a correct store never is).
 package storetest
 
 import (
