@@ -2,9 +2,11 @@ package storetest_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/idemkit/idem/server"
@@ -22,12 +24,15 @@ const (
 	neverExpires  flaw = "never-expires"  // ignores the TTL
 	neverWaits    flaw = "never-waits"    // ignores Request.Wait: answers in progress at once
 	waitsForever  flaw = "waits-forever"  // waits out Request.Wait even when the client left
+	releasesLost  flaw = "releases-lost"  // releases a claim whose response it could not record
 )
 
 // refStore is a small, obviously correct in-memory Store (unless given a
 // flaw), on a fake clock. It keeps a claim for as long as run runs.
 type refStore struct {
 	flaw flaw
+	// broken makes the next record fail (see breakRecord).
+	broken bool
 
 	mu    sync.Mutex
 	now   time.Time
@@ -41,6 +46,7 @@ type item struct {
 	resp        *server.Response
 	expires     time.Time
 	done        chan struct{} // closed when the claim is recorded or released
+	unknown     bool          // the run's response could not be recorded
 }
 
 func newRefStore(f flaw) *refStore {
@@ -92,6 +98,9 @@ func (s *refStore) try(ctx context.Context, req server.Request, run server.RunFu
 		it = nil
 	}
 	switch {
+	case it != nil && it.unknown:
+		s.mu.Unlock()
+		return server.Result{Outcome: server.OutcomeUnknown}, nil, nil
 	case it != nil && it.fingerprint != req.Fingerprint:
 		s.mu.Unlock()
 		return server.Result{Outcome: server.OutcomeMismatch}, nil, nil
@@ -121,12 +130,28 @@ func (s *refStore) try(ctx context.Context, req server.Request, run server.RunFu
 	}()
 	resp, keep := run(ctx)
 	done = true
-	s.finish(k, token, resp, keep, req.TTL)
+	if err := s.finish(k, token, resp, keep, req.TTL); err != nil {
+		return server.Result{}, nil, err
+	}
 	return server.Result{Outcome: server.OutcomeExecuted, Response: resp}, nil, nil
 }
 
+// breakRecord makes the next record fail, until repaired.
+func (s *refStore) breakRecord(*testing.T) func() {
+	s.mu.Lock()
+	s.broken = true
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		s.broken = false
+		s.mu.Unlock()
+	}
+}
+
 // finish records or releases token's claim (a compare-and-set on the owner).
-func (s *refStore) finish(k [2]string, token uint64, resp *server.Response, keep bool, ttl time.Duration) {
+// A broken store cannot record: it marks the key outcome unknown (or, with
+// the releasesLost flaw, releases it) and returns ErrNotRecorded.
+func (s *refStore) finish(k [2]string, token uint64, resp *server.Response, keep bool, ttl time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	it := s.items[k]
@@ -134,14 +159,23 @@ func (s *refStore) finish(k [2]string, token uint64, resp *server.Response, keep
 		it.owner = token // the flaw: last writer wins
 	}
 	if it == nil || it.owner != token {
-		return
+		return nil
 	}
 	close(it.done)
+	if s.broken && keep && resp != nil {
+		if s.flaw == releasesLost {
+			delete(s.items, k)
+		} else {
+			it.owner, it.unknown, it.expires = 0, true, s.now.Add(ttl)
+		}
+		return fmt.Errorf("refstore: cannot record: %w", server.ErrNotRecorded)
+	}
 	if s.flaw == neverRecords || (!keep && s.flaw != keepsFailures) || resp == nil {
 		delete(s.items, k)
-		return
+		return nil
 	}
 	it.owner, it.resp, it.expires = 0, clone(resp), s.now.Add(ttl)
+	return nil
 }
 
 func clone(r *server.Response) *server.Response {

@@ -131,3 +131,113 @@ func testWaitClientGone(t *testing.T, f Fixture) {
 	wantExecuted(t, recv(t, firstC, "the first request"), "first request")
 	e.wantEffects(1)
 }
+
+// testConcurrentWait: ten requests with one key, released together, each
+// allowed to wait: exactly one runs the handler, and once it finishes every
+// other one gets its replay (none is told in progress).
+func testConcurrentWait(t *testing.T, f Fixture) {
+	const n = 10
+	e := newEnv(t, f, server.WithInProgressWait(waitLimit))
+	body := e.body(2600)
+	entered := make(chan struct{}, n)
+	release := e.newGate()
+	e.setBeforeWrite(func(*http.Request) error {
+		entered <- struct{}{}
+		<-release.ch
+		return nil
+	})
+	start := make(chan struct{})
+	replies := make(chan reply, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			<-start
+			replies <- e.post(body, withKey("race-wait-1"))
+		})
+	}
+	close(start)
+	select {
+	case <-entered:
+	case <-time.After(waitLimit):
+		t.Fatalf("no request reached the handler within %v", waitLimit)
+	}
+	e.obs.waitUntil(t, "the store was asked for every duplicate", func(c counts) bool { return c.calls >= n })
+	select {
+	case <-entered:
+		t.Fatalf("two requests with one key ran the handler at the same time")
+	case <-time.After(earlyWindow):
+	}
+	release.open()
+	wg.Wait()
+	close(replies)
+
+	var executed, replayed []reply
+	for r := range replies {
+		switch {
+		case r.Err == nil && r.Status == http.StatusCreated && !r.replayed():
+			executed = append(executed, r)
+		case r.Err == nil && r.Status == http.StatusCreated:
+			replayed = append(replayed, r)
+		default:
+			t.Errorf("waiting duplicate: got %v, want 201 (executed or replayed)", r)
+		}
+	}
+	if len(executed) != 1 || len(replayed) != n-1 {
+		t.Fatalf("%d executed, %d replayed of %d, want 1 and %d", len(executed), len(replayed), n, n-1)
+	}
+	for _, r := range replayed {
+		wantReplayOf(t, r, executed[0], "waiting duplicate")
+	}
+	e.wantEffects(1)
+}
+
+// testOutcomeUnknown: the store cannot record the response after the
+// handler's effect. The caller is told outcome-unknown (500, no
+// Retry-After), not invited to retry; and the retry never makes a second
+// effect: a store that keeps the key blocked answers outcome-unknown again, a
+// transactional one (whose rollback undid the effect) runs it once.
+func testOutcomeUnknown(t *testing.T, f Fixture) {
+	if f.BreakRecord == nil {
+		t.Skip("the fixture cannot break the store (Fixture.BreakRecord)")
+	}
+	e := newEnv(t, f)
+	body := e.body(9000)
+	var (
+		once   sync.Once
+		mu     sync.Mutex
+		repair func()
+	)
+	e.setAfterWrite(func(*http.Request) {
+		once.Do(func() {
+			r := f.BreakRecord(t)
+			mu.Lock()
+			repair = r
+			mu.Unlock()
+		})
+	})
+	first := e.post(body, withKey("unknown-1"))
+	wantProblem(t, first, http.StatusInternalServerError, server.ProblemOutcomeUnknown, "request whose response could not be recorded")
+	if v := first.Header.Get("Retry-After"); v != "" {
+		t.Errorf("outcome-unknown carries Retry-After %q: it must not invite a retry", v)
+	}
+	mu.Lock()
+	fix := repair
+	mu.Unlock()
+	if fix == nil {
+		t.Fatal("BreakRecord was not called")
+	}
+	fix()
+
+	retry := e.post(body, withKey("unknown-1"))
+	switch {
+	case f.Transactional && retry.Status == http.StatusCreated:
+		wantExecuted(t, retry, "retry after a rolled-back effect")
+		e.wantEffects(1)
+	case f.Transactional:
+		wantProblem(t, retry, http.StatusInternalServerError, server.ProblemOutcomeUnknown, "retry of an unrecorded outcome")
+		e.wantEffects(0) // rolled back, and blocked all the same
+	default:
+		wantProblem(t, retry, http.StatusInternalServerError, server.ProblemOutcomeUnknown, "retry of an unrecorded outcome")
+		e.wantEffects(1)
+	}
+}

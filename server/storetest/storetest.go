@@ -47,6 +47,12 @@ type Fixture struct {
 	// roll back together (PostgreSQL): a panic after the business write then
 	// leaves no effect.
 	Transactional bool
+	// BreakRecord, when set, makes the store unable to record the response of
+	// the request in progress (a Redis server stopped, a PostgreSQL backend
+	// terminated) and returns a function that repairs it. The suite calls it
+	// from inside the handler, after the business write; the scenario
+	// outcome_unknown is skipped without it.
+	BreakRecord func(t *testing.T) (repair func())
 }
 
 // Scenario names, the subtests Run runs (in this order).
@@ -67,6 +73,9 @@ const (
 	ScenarioWaitLateAnswer    = "wait_late_answer"
 	ScenarioWaitOriginalFails = "wait_original_fails"
 	ScenarioWaitClientGone    = "wait_client_gone"
+	ScenarioConcurrentWait    = "concurrent_duplicates_wait"
+	// A store that cannot record after the handler's effect.
+	ScenarioOutcomeUnknown = "outcome_unknown"
 )
 
 type scenario struct {
@@ -90,6 +99,8 @@ var scenarios = []scenario{
 	{ScenarioWaitLateAnswer, testWaitLateAnswer},
 	{ScenarioWaitOriginalFails, testWaitOriginalFails},
 	{ScenarioWaitClientGone, testWaitClientGone},
+	{ScenarioConcurrentWait, testConcurrentWait},
+	{ScenarioOutcomeUnknown, testOutcomeUnknown},
 }
 
 // Run runs every scenario of CONTRACT.md sections 3 and 4 as a subtest, each

@@ -15,7 +15,7 @@ import (
 func TestRunPassesOnReferenceStore(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.Fixture {
 		s := newRefStore(sound)
-		return storetest.Fixture{Store: s, Advance: s.advance}
+		return storetest.Fixture{Store: s, Advance: s.advance, BreakRecord: s.breakRecord}
 	})
 }
 
@@ -31,7 +31,7 @@ func TestFlawedStoreHelper(t *testing.T) {
 	}
 	storetest.Run(t, func(t *testing.T) storetest.Fixture {
 		s := newRefStore(f)
-		return storetest.Fixture{Store: s, Advance: s.advance}
+		return storetest.Fixture{Store: s, Advance: s.advance, BreakRecord: s.breakRecord}
 	})
 }
 
@@ -54,6 +54,7 @@ func TestRunCatchesFlawedStores(t *testing.T) {
 		{neverExpires, []string{storetest.ScenarioExpiry}},
 		{neverWaits, []string{storetest.ScenarioWaitLateAnswer, storetest.ScenarioWaitOriginalFails}},
 		{waitsForever, []string{storetest.ScenarioWaitClientGone}},
+		{releasesLost, []string{storetest.ScenarioOutcomeUnknown}},
 	}
 	failLine := regexp.MustCompile(`--- FAIL: TestFlawedStoreHelper/([^/\s]+) `)
 	for _, c := range cases {
