@@ -174,14 +174,14 @@ func (r *Report) writeServer(w writef) {
 	sv := r.Server
 	w("## 5. Server: throughput and latency per store\n\n")
 	w("Closed-loop clients POST payments for %v per row (after %v of warm-up; %d rounds, interleaved) to "+
-		"the demo payments server (`server/chaos.Handler`, no faults) over loopback, client and server in one process "+
+		"the demo payments server (`internal/demo.Handler`, no faults) over loopback, client and server in one process "+
 		"sharing the cores with the database servers: one client in the sequential rows, %d in the parallel ones. "+
 		"\"new key\" sends a fresh Idempotency-Key every time (claim, handler, record); \"replay\" repeats one finished "+
 		"key per client (the stored response is sent, the handler does not run). Each store is compared with the same "+
 		"payments handler without idem, in the same run and mode:\n\n", c.Duration, c.Warmup, c.Rounds, c.Workers)
 	w("- **%s**: `/payments/unprotected`, writing to the in-memory ledger; the baseline of the memory and Redis "+
 		"stores, whose handler writes to the in-memory ledger too (Redis cannot share the business write's transaction).\n", BaselineBare)
-	w("- **%s**: the payments handler writing to a PostgreSQL table (`server/pgstore/pgpayments`) in a transaction "+
+	w("- **%s**: the payments handler writing to a PostgreSQL table (`internal/demo/pgledger`) in a transaction "+
 		"of its own (BEGIN, INSERT, COMMIT before the response is sent, rollback on a 5xx), on the same database and "+
 		"connection pool size as the PostgreSQL store, whose handler writes the same row inside the store's transaction "+
 		"(`pgstore.Tx`), which also holds the claim and the record.\n\n", BaselineOwnTx)

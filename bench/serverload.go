@@ -14,9 +14,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idemkit/idem/internal/demo"
+	"github.com/idemkit/idem/internal/demo/payments"
 	"github.com/idemkit/idem/server"
-	"github.com/idemkit/idem/server/chaos"
-	"github.com/idemkit/idem/server/payments"
 )
 
 // StoreTarget is one idempotency store measured by section 5. Adding a store
@@ -63,7 +63,7 @@ const (
 )
 
 // ServerLoadConfig sets up section 5: closed-loop clients POST payments for
-// Duration to the demo payments server (server/chaos.Handler, no faults),
+// Duration to the demo payments server (internal/demo.Handler, no faults),
 // after Warmup of the same load that is not counted; one client in the
 // sequential rows, Workers in the parallel ones. Every row is measured Rounds
 // times, interleaved with the others: its throughput is the median of the
@@ -244,11 +244,11 @@ func measureRow(ctx context.Context, cfg ServerLoadConfig, row serverRow, r *Ser
 	path := "/payments"
 	switch {
 	case row.kind != CaseBaseline:
-		h = chaos.Handler(rig.Store, rig.Ledger, nil)
+		h = demo.Handler(rig.Store, rig.Ledger, nil)
 	case rig.WrapBaseline != nil:
 		h = rig.WrapBaseline(create)
 	default:
-		h, path = chaos.Handler(rig.Store, rig.Ledger, nil), "/payments/unprotected"
+		h, path = demo.Handler(rig.Store, rig.Ledger, nil), "/payments/unprotected"
 	}
 	w := cfg
 	w.Workers = row.workers

@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	pgpayments "github.com/idemkit/idem/internal/demo/pgledger"
 	"github.com/idemkit/idem/server/pgstore"
-	"github.com/idemkit/idem/server/pgstore/pgpayments"
 )
 
 // openPostgres connects to url with a pool for workers concurrent requests

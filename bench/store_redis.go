@@ -13,7 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemkit/idem/server/payments"
+	"github.com/idemkit/idem/internal/demo/payments"
 	"github.com/idemkit/idem/server/redisstore"
 )
 

@@ -3,9 +3,9 @@ package bench
 import (
 	"context"
 
+	"github.com/idemkit/idem/internal/demo/payments"
 	"github.com/idemkit/idem/internal/servicetest"
 	"github.com/idemkit/idem/server/memstore"
-	"github.com/idemkit/idem/server/payments"
 )
 
 // The baselines of section 5: the payments handler without idem.

@@ -12,11 +12,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemkit/idem/internal/demo/payments"
+	pgpayments "github.com/idemkit/idem/internal/demo/pgledger"
 	"github.com/idemkit/idem/internal/servicetest"
 	"github.com/idemkit/idem/server"
-	"github.com/idemkit/idem/server/payments"
 	"github.com/idemkit/idem/server/pgstore"
-	"github.com/idemkit/idem/server/pgstore/pgpayments"
 )
 
 // skipUnreachable skips t because a server is not reachable, or fails it

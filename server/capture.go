@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 )
 
 // ErrUnprotectable is returned to a protected handler that tries to hijack the
@@ -127,10 +128,15 @@ func (c *captureWriter) finalStatus() int {
 }
 
 // send writes the captured response to the client. The replay marker is
-// never sent on a first execution, even if the handler set it.
+// never sent on a first execution, even if the handler set it, under any
+// spelling of its name (a map key net/http would still send).
 func (c *captureWriter) send() {
 	copyHeader(c.rw.Header(), c.header)
-	delete(c.rw.Header(), HeaderReplayed)
+	for k := range c.rw.Header() {
+		if strings.EqualFold(k, HeaderReplayed) {
+			delete(c.rw.Header(), k)
+		}
+	}
 	c.rw.WriteHeader(c.finalStatus())
 	if len(c.body) > 0 {
 		_, _ = c.rw.Write(c.body)

@@ -247,3 +247,31 @@ func TestResponseControllerOverRealServer(t *testing.T) {
 		t.Errorf("status %d, want 500 after a refused hijack", resp.StatusCode)
 	}
 }
+
+// TestReplayMarkerRemovedUnderAnySpelling: a handler that sets the marker
+// under a non-canonical map key (which net/http sends as it is) does not get
+// it onto a first execution, over a real connection.
+func TestReplayMarkerRemovedUnderAnySpelling(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"idempotent-replayed", "IDEMPOTENT-REPLAYED", "Idempotent-replayed"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header()[name] = []string{"true"}
+				w.WriteHeader(http.StatusCreated)
+			})
+			srv := httptest.NewServer(Middleware(&fakeStore{})(h))
+			defer srv.Close()
+			req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("{}"))
+			req.Header.Set(HeaderKey, "k")
+			resp, err := srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusCreated || resp.Header.Get(HeaderReplayed) != "" {
+				t.Errorf("first execution: %d with %s %q", resp.StatusCode, HeaderReplayed, resp.Header.Get(HeaderReplayed))
+			}
+		})
+	}
+}

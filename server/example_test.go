@@ -9,15 +9,19 @@ import (
 
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/memstore"
-	"github.com/idemkit/idem/server/payments"
 )
 
 func ExampleMiddleware() {
-	api := &payments.API{Ledger: payments.NewMemLedger(), NewID: func() string { return "pay_1" }}
+	charges := 0
+	create := func(w http.ResponseWriter, r *http.Request) {
+		charges++ // the business write
+		w.Header().Set("Location", fmt.Sprintf("/payments/pay_%d", charges))
+		w.WriteHeader(http.StatusCreated)
+	}
 	mux := http.NewServeMux()
 	mux.Handle("POST /payments", server.Middleware(memstore.New(),
 		server.WithFingerprint(server.CanonicalJSON),
-	)(http.HandlerFunc(api.Create)))
+	)(http.HandlerFunc(create)))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
@@ -43,11 +47,13 @@ func ExampleMiddleware() {
 	post("order-42", `{ "currency": "EUR", "amount": 1000, "customer": "ada" }`) // same JSON: replayed
 	post("order-42", `{"customer":"ada","amount":2000,"currency":"EUR"}`)        // other request: 422
 	post("", `{"customer":"ada","amount":1000,"currency":"EUR"}`)                // no key: 400
+	fmt.Println("charges:", charges)
 	// Output:
 	// 201 /payments/pay_1
 	// 201 /payments/pay_1 (replayed)
 	// 422
 	// 400
+	// charges: 1
 }
 
 func ExampleParseKey() {

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
 
-// storeRetryAfter is the Retry-After of a 503 answered because the store failed,
-// and of a 409 when the store does not know the remaining lease.
+// storeRetryAfter is the Retry-After of a 503 answered because the store failed.
 const storeRetryAfter = time.Second
 
 // errStoreContract reports a Store whose Result contradicts the Store contract
@@ -41,6 +41,9 @@ type protected struct {
 	store Store
 	cfg   *config
 	next  http.Handler
+	// recent holds the handler's recent run durations, for the 409's
+	// Retry-After.
+	recent durations
 }
 
 func (p *protected) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -61,9 +64,10 @@ type exchange struct {
 	body bodyReader
 	ev   OutcomeEvent
 
-	ran      bool // run was called
-	keep     bool // run said the response may be recorded
-	panicked bool // the handler panicked with ev.Panic
+	start    time.Time // when the store was asked
+	ran      bool      // run was called
+	keep     bool      // run said the response may be recorded
+	panicked bool      // the handler panicked with ev.Panic
 }
 
 func (ex *exchange) serve() {
@@ -102,18 +106,29 @@ func (ex *exchange) serve() {
 		return
 	}
 
-	req := Request{Scope: scope, Key: key, Fingerprint: cfg.fingerprint(r, body), TTL: cfg.ttl, LockTTL: cfg.lockTTL}
+	req := Request{Scope: scope, Key: key, Fingerprint: cfg.fingerprint(r, body), TTL: cfg.ttl, LockTTL: cfg.lockTTL,
+		Wait: ex.wait()}
 	ex.body.Reset(body)
 	r.Body = &ex.body
 	r.ContentLength = int64(len(body))
 	ex.cw = captureWriter{rw: ex.w, max: cfg.maxResponseBytes}
 
-	run := RunFunc(ex.run)
-	res, err := ex.p.store.Do(r.Context(), req, run)
-	if err == nil && res.Outcome == OutcomeInProgress && !ex.ran && cfg.inProgressWait > 0 {
-		res, err = ex.waitInProgress(req, run)
-	}
+	ex.start = cfg.now()
+	res, err := ex.p.store.Do(r.Context(), req, ex.run)
 	ex.finish(res, err)
+}
+
+// wait returns how long a duplicate of this request may wait for the first:
+// the middleware's limit, or the client's Prefer: wait when it is shorter
+// (then Preference-Applied says so on the answer).
+func (ex *exchange) wait() time.Duration {
+	limit := ex.p.cfg.inProgressWait
+	pref, ok := preferWait(ex.r.Header)
+	if !ok || pref > limit {
+		return limit
+	}
+	ex.w.Header().Set(HeaderPreferenceApplied, "wait="+strconv.FormatInt(int64(pref/time.Second), 10))
+	return pref
 }
 
 // headerKey returns the request's key: the single Idempotency-Key line, parsed.
@@ -145,94 +160,70 @@ func (ex *exchange) run(ctx context.Context) (resp *Response, keep bool) {
 			resp, keep = &Response{Status: http.StatusInternalServerError}, false
 		}
 	}()
+	start := ex.p.cfg.now()
 	ex.p.next.ServeHTTP(&ex.cw, r)
+	ex.p.recent.add(ex.p.cfg.now().Sub(start))
 	if ex.cw.hijacked || ex.cw.tooLarge {
 		return &Response{Status: http.StatusInternalServerError}, false
 	}
 	resp = ex.cw.record(ex.p.cfg.storedHeaders)
-	ex.keep = resp.Status < 500
+	ex.keep = recorded(resp.Status)
 	return resp, ex.keep
 }
 
-// waitInProgress asks the store again, with a short capped backoff, until the
-// first request finishes, the wait is over or the client is gone.
-func (ex *exchange) waitInProgress(req Request, run RunFunc) (Result, error) {
-	cfg, ctx := ex.p.cfg, ex.r.Context()
-	deadline := time.Now().Add(cfg.inProgressWait)
-	res := Result{Outcome: OutcomeInProgress}
-	for n := 0; ; n++ {
-		left := time.Until(deadline)
-		if left <= 0 {
-			return res, nil
-		}
-		t := time.NewTimer(min(cfg.pollDelay(n), left))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return res, nil
-		case <-t.C:
-		}
-		next, err := ex.p.store.Do(ctx, req, run)
-		if err != nil || next.Outcome != OutcomeInProgress || ex.ran {
-			return next, err
-		}
-		res = next
+// recorded reports whether a response with status is recorded for its key
+// and replayed to its retries. Most 2xx and 4xx answers are the operation's
+// outcome and are recorded. Not recorded (the key is released, so a retry,
+// or the next hop, runs the handler again):
+//   - 5xx: the server failed;
+//   - 3xx: the operation is not done here (a 307 or 308 sends the same
+//     request, key included, to another URL, whose fingerprint differs);
+//   - refusals, the 4xx that say the request was refused before anything was
+//     done (400, 401, 403, 405, 406, 408, 411, 413, 414, 415, 422, 429, 431):
+//     recording them would let a flood of invalid requests take the store's
+//     room, and a corrected request, or the same one once the client is
+//     authorised or no longer throttled, deserves to run. A handler must
+//     answer these only when it did nothing.
+func recorded(status int) bool {
+	switch {
+	case status >= 500, status >= 300 && status < 400:
+		return false
+	case status >= 400:
+		return !refusal[status]
 	}
+	return true
 }
 
-// finish answers the request from the store's result.
+// refusal lists the 4xx statuses that are not recorded (see recorded).
+var refusal = map[int]bool{
+	http.StatusBadRequest: true, http.StatusUnauthorized: true, http.StatusForbidden: true,
+	http.StatusMethodNotAllowed: true, http.StatusNotAcceptable: true, http.StatusRequestTimeout: true,
+	http.StatusLengthRequired: true, http.StatusRequestEntityTooLarge: true, http.StatusRequestURITooLong: true,
+	http.StatusUnsupportedMediaType: true, http.StatusUnprocessableEntity: true, http.StatusTooManyRequests: true,
+	http.StatusRequestHeaderFieldsTooLarge: true,
+}
+
+// finish answers the request from the store's result. Each decision is one
+// step: a panic goes on; a store error, or a result that breaks the Store
+// contract, is the store's failure; otherwise the outcome chooses the answer.
 func (ex *exchange) finish(res Result, err error) {
 	ex.ev.Outcome = res.Outcome
 	if ex.panicked {
-		if err != nil {
-			ex.ev.Err = err
-		}
+		ex.ev.Err = err
 		ex.emit()
 		panic(ex.ev.Panic)
 	}
-	if err == nil && ex.ran != (res.Outcome == OutcomeExecuted) {
-		err = fmt.Errorf("%w: outcome %v after the handler ran=%v", errStoreContract, res.Outcome, ex.ran)
+	if err == nil {
+		err = ex.checkResult(res)
 	}
 	if err != nil {
-		ex.ev.Outcome = 0
-		switch {
-		case !ex.ran:
-			ex.problem(Problem{Type: ProblemStoreUnavailable, Title: "Idempotency store unavailable",
-				Status: http.StatusServiceUnavailable, RetryAfter: storeRetryAfter,
-				Detail: "the request was not processed; retry with the same Idempotency-Key"}, err)
-		default:
-			ex.problem(Problem{Type: ProblemNotRecorded, Title: "Response not recorded",
-				Status: http.StatusServiceUnavailable, RetryAfter: storeRetryAfter,
-				Detail: "the outcome could not be recorded; retry with the same Idempotency-Key"}, err)
-		}
+		ex.storeFailed(err)
 		return
 	}
 	switch res.Outcome {
 	case OutcomeExecuted:
-		switch {
-		case ex.cw.hijacked:
-			ex.problem(Problem{Type: ProblemUnprotectable, Title: "Handler not protectable",
-				Status: http.StatusInternalServerError,
-				Detail: "the handler tried to take over the connection, which cannot be recorded"}, ErrUnprotectable)
-			return
-		case ex.cw.tooLarge:
-			ex.problem(Problem{Type: ProblemUnprotectable, Title: "Response too large to record",
-				Status: http.StatusInternalServerError,
-				Detail: fmt.Sprintf("the response exceeded %d bytes and could not be recorded (see WithMaxResponseBytes)",
-					ex.p.cfg.maxResponseBytes)}, ErrResponseTooLarge)
-			return
-		}
-		ex.cw.send()
-		ex.ev.Status, ex.ev.Stored = ex.cw.finalStatus(), ex.keep
-		ex.emit()
+		ex.sendExecuted()
 	case OutcomeReplayed:
-		if res.Response == nil {
-			ex.ev.Outcome = 0
-			ex.problem(Problem{Type: ProblemStoreUnavailable, Title: "Idempotency store unavailable",
-				Status: http.StatusServiceUnavailable, RetryAfter: storeRetryAfter,
-				Detail: "the stored response could not be read"}, fmt.Errorf("%w: replay without a response", errStoreContract))
-			return
-		}
 		writeStored(ex.w, res.Response)
 		ex.ev.Status = res.Response.Status
 		ex.emit()
@@ -240,24 +231,91 @@ func (ex *exchange) finish(res Result, err error) {
 		ex.problem(Problem{Type: ProblemMismatch, Title: "Idempotency-Key reused", Status: http.StatusUnprocessableEntity,
 			Detail: "this Idempotency-Key was used for a different request"}, nil)
 	case OutcomeInProgress:
-		after := res.RetryAfter
-		if after <= 0 {
-			after = storeRetryAfter
-		}
-		ex.problem(Problem{Type: ProblemInProgress, Title: "Request in progress", Status: http.StatusConflict,
-			RetryAfter: after, Detail: "a request with this Idempotency-Key is still being processed"}, nil)
-	default:
-		ex.ev.Outcome = 0
-		ex.problem(Problem{Type: ProblemStoreUnavailable, Title: "Idempotency store unavailable",
-			Status: http.StatusServiceUnavailable, RetryAfter: storeRetryAfter,
-			Detail: "the request was not processed; retry with the same Idempotency-Key"},
-			fmt.Errorf("%w: unknown outcome %d", errStoreContract, int(res.Outcome)))
+		ex.inProgress(res.RetryAfter)
+	case OutcomeUnknown:
+		ex.problem(outcomeUnknown, nil)
 	}
+}
+
+// checkResult reports a Result that contradicts the Store contract: an
+// outcome that does not match whether run was called, a replay without a
+// response, an outcome the middleware does not know.
+func (ex *exchange) checkResult(res Result) error {
+	switch {
+	case ex.ran != (res.Outcome == OutcomeExecuted):
+		return fmt.Errorf("%w: outcome %v after the handler ran=%v", errStoreContract, res.Outcome, ex.ran)
+	case res.Outcome == OutcomeReplayed && res.Response == nil:
+		return fmt.Errorf("%w: replay without a response", errStoreContract)
+	case res.Outcome < OutcomeExecuted || res.Outcome > OutcomeUnknown:
+		return fmt.Errorf("%w: unknown outcome %d", errStoreContract, int(res.Outcome))
+	}
+	return nil
+}
+
+// storeFailed answers a store failure. Before the handler ran, the request
+// was not processed: 503, retry. After it ran (the store could not record its
+// response: ErrNotRecorded, or any error past run), the handler's effect may
+// stand: the unrecorded response is not sent, and the answer is
+// outcome-unknown, which never invites a retry; the store keeps the key
+// blocked, so a retry gets the same answer rather than a second effect.
+func (ex *exchange) storeFailed(err error) {
+	ex.ev.Outcome = 0
+	if !ex.ran {
+		ex.problem(storeUnavailable, err)
+		return
+	}
+	ex.ev.Outcome = OutcomeUnknown
+	ex.problem(outcomeUnknown, err)
+}
+
+// outcomeUnknown is the answer when the handler ran (or an earlier run did)
+// and its response could not be recorded. 500: the server failed, and the
+// client cannot fix the request; no Retry-After, since waiting changes
+// nothing. See docs/problems.md#outcome-unknown.
+var outcomeUnknown = Problem{Type: ProblemOutcomeUnknown, Title: "Outcome unknown",
+	Status: http.StatusInternalServerError,
+	Detail: "the request was processed but its response could not be recorded; " +
+		"it may have taken effect, and this key will get this same answer until an operator resolves it"}
+
+// storeUnavailable is the answer when the store fails before the handler ran.
+var storeUnavailable = Problem{Type: ProblemStoreUnavailable, Title: "Idempotency store unavailable",
+	Status: http.StatusServiceUnavailable, RetryAfter: storeRetryAfter,
+	Detail: "the request was not processed; retry with the same Idempotency-Key"}
+
+// sendExecuted sends the handler's captured response, unless it could not be
+// recorded (a refused hijack, a response over the limit): then a 500.
+func (ex *exchange) sendExecuted() {
+	switch {
+	case ex.cw.hijacked:
+		ex.problem(Problem{Type: ProblemUnprotectable, Title: "Handler not protectable",
+			Status: http.StatusInternalServerError,
+			Detail: "the handler tried to take over the connection, which cannot be recorded"}, ErrUnprotectable)
+		return
+	case ex.cw.tooLarge:
+		ex.problem(Problem{Type: ProblemUnprotectable, Title: "Response too large to record",
+			Status: http.StatusInternalServerError,
+			Detail: fmt.Sprintf("the response exceeded %d bytes and could not be recorded (see WithMaxResponseBytes)",
+				ex.p.cfg.maxResponseBytes)}, ErrResponseTooLarge)
+		return
+	}
+	ex.cw.send()
+	ex.ev.Status, ex.ev.Stored = ex.cw.finalStatus(), ex.keep
+	ex.emit()
+}
+
+// inProgress answers 409: another request with the key still runs, past
+// this duplicate's wait. Retry-After is a short estimate of when the answer
+// will exist (see inProgressRetryAfter), never more than the owner's lease.
+func (ex *exchange) inProgress(lease time.Duration) {
+	p90, known := ex.p.recent.p90()
+	after := inProgressRetryAfter(p90, known, ex.p.cfg.now().Sub(ex.start), lease)
+	ex.problem(Problem{Type: ProblemInProgress, Title: "Request in progress", Status: http.StatusConflict,
+		RetryAfter: after, Detail: "a request with this Idempotency-Key is still being processed"}, nil)
 }
 
 // problem answers with p and reports the event.
 func (ex *exchange) problem(p Problem, err error) {
-	WriteProblem(ex.w, p)
+	writeProblem(ex.w, p)
 	ex.ev.Status, ex.ev.Problem, ex.ev.Err = p.Status, p.Type, err
 	ex.emit()
 }

@@ -199,7 +199,8 @@ func TestMismatchAndInProgress(t *testing.T) {
 		retryAfter string
 	}{
 		{"mismatch", Result{Outcome: OutcomeMismatch}, 422, ProblemMismatch, ""},
-		{"in progress, lease known", Result{Outcome: OutcomeInProgress, RetryAfter: 2500 * time.Millisecond}, 409, ProblemInProgress, "3"},
+		// No handler run yet: no estimate, come back in a second, whatever the lease.
+		{"in progress, lease known", Result{Outcome: OutcomeInProgress, RetryAfter: 2500 * time.Millisecond}, 409, ProblemInProgress, "1"},
 		{"in progress, lease unknown", Result{Outcome: OutcomeInProgress}, 409, ProblemInProgress, "1"},
 	}
 	for _, c := range cases {
@@ -235,11 +236,11 @@ func TestStoreFailures(t *testing.T) {
 		{"not recorded after the run", func(ctx context.Context, _ Request, run RunFunc) (Result, error) {
 			run(ctx)
 			return Result{}, fmt.Errorf("commit: %w", ErrNotRecorded)
-		}, 1, 503, ProblemNotRecorded},
+		}, 1, 500, ProblemOutcomeUnknown},
 		{"other error after the run", func(ctx context.Context, _ Request, run RunFunc) (Result, error) {
 			run(ctx)
 			return Result{}, errDown
-		}, 1, 503, ProblemNotRecorded},
+		}, 1, 500, ProblemOutcomeUnknown},
 		{"executed without running", func(context.Context, Request, RunFunc) (Result, error) {
 			return Result{Outcome: OutcomeExecuted, Response: &Response{Status: 200}}, nil
 		}, 0, 503, ProblemStoreUnavailable},
@@ -249,7 +250,7 @@ func TestStoreFailures(t *testing.T) {
 		{"ran but reported a replay", func(ctx context.Context, _ Request, run RunFunc) (Result, error) {
 			resp, _ := run(ctx)
 			return Result{Outcome: OutcomeReplayed, Response: resp}, nil
-		}, 1, 503, ProblemNotRecorded},
+		}, 1, 500, ProblemOutcomeUnknown},
 		{"unknown outcome", func(context.Context, Request, RunFunc) (Result, error) {
 			return Result{Outcome: Outcome(99)}, nil
 		}, 0, 503, ProblemStoreUnavailable},
@@ -262,8 +263,9 @@ func TestStoreFailures(t *testing.T) {
 			mw := Middleware(&fakeStore{do: c.do}, WithOnOutcome(func(e OutcomeEvent) { ev = e }))(h)
 			rec := serve(mw, request("POST", "/x", "{}", HeaderKey, "k"))
 			checkProblem(t, rec, c.status, c.typ)
-			if rec.Header().Get("Retry-After") != "1" {
-				t.Errorf("Retry-After %q, want 1", rec.Header().Get("Retry-After"))
+			// 503 invites a retry after a second; outcome-unknown never does.
+			if want := map[int]string{503: "1", 500: ""}[c.status]; rec.Header().Get("Retry-After") != want {
+				t.Errorf("Retry-After %q, want %q", rec.Header().Get("Retry-After"), want)
 			}
 			if rec.Header().Get("Location") != "" {
 				t.Errorf("the unrecorded response leaked: Location %q", rec.Header().Get("Location"))
@@ -271,10 +273,34 @@ func TestStoreFailures(t *testing.T) {
 			if h.runs.Load() != c.runs {
 				t.Errorf("handler ran %d times, want %d", h.runs.Load(), c.runs)
 			}
-			if ev.Err == nil || ev.Status != 503 || ev.Outcome != 0 {
-				t.Errorf("event %+v, want status 503 with the error", ev)
+			wantOutcome := Outcome(0)
+			if c.runs > 0 {
+				wantOutcome = OutcomeUnknown
+			}
+			if ev.Err == nil || ev.Status != c.status || ev.Outcome != wantOutcome {
+				t.Errorf("event %+v, want status %d, outcome %v, with the error", ev, c.status, wantOutcome)
 			}
 		})
+	}
+}
+
+// TestOutcomeUnknownFromTheStore: a key the store marked outcome unknown is
+// answered 500 outcome-unknown, without running the handler and without
+// inviting a retry.
+func TestOutcomeUnknownFromTheStore(t *testing.T) {
+	t.Parallel()
+	h := counting(created)
+	var ev OutcomeEvent
+	store := &fakeStore{do: func(context.Context, Request, RunFunc) (Result, error) {
+		return Result{Outcome: OutcomeUnknown}, nil
+	}}
+	rec := serve(Middleware(store, WithOnOutcome(func(e OutcomeEvent) { ev = e }))(h), request("POST", "/x", "{}", HeaderKey, "k"))
+	checkProblem(t, rec, http.StatusInternalServerError, ProblemOutcomeUnknown)
+	if rec.Header().Get("Retry-After") != "" || h.runs.Load() != 0 {
+		t.Errorf("Retry-After %q, %d runs; want none and none", rec.Header().Get("Retry-After"), h.runs.Load())
+	}
+	if ev.Outcome != OutcomeUnknown || ev.Problem != ProblemOutcomeUnknown {
+		t.Errorf("event %+v, want the outcome-unknown outcome and problem", ev)
 	}
 }
 

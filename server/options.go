@@ -19,6 +19,9 @@ const (
 	DefaultMaxBodyBytes = 1 << 20
 	// DefaultMaxResponseBytes bounds the response body that is recorded (1 MiB).
 	DefaultMaxResponseBytes = 1 << 20
+	// DefaultInProgressWait is how long, at most, a duplicate waits for the
+	// first request with its key to finish before it is answered 409.
+	DefaultInProgressWait = 5 * time.Second
 )
 
 // An Option configures Middleware. Options are validated once, when Middleware
@@ -38,9 +41,9 @@ type config struct {
 	storedHeaders    headerSet
 	inProgressWait   time.Duration
 	onOutcome        func(OutcomeEvent)
-	// pollDelay returns how long to wait before asking the store again, for the
-	// n-th poll (n >= 0) of an in-progress duplicate; tests may replace it.
-	pollDelay func(n int) time.Duration
+	// now is the clock that times the handler's runs and a duplicate's wait,
+	// for the 409's Retry-After; tests replace it.
+	now func() time.Time
 }
 
 func newConfig(opts []Option) *config {
@@ -53,7 +56,8 @@ func newConfig(opts []Option) *config {
 		maxResponseBytes: DefaultMaxResponseBytes,
 		fingerprint:      ExactBody,
 		storedHeaders:    headerSet{"Content-Type", "Location", "Etag"},
-		pollDelay:        pollDelay,
+		inProgressWait:   DefaultInProgressWait,
+		now:              time.Now,
 	}
 	for _, o := range opts {
 		if o == nil {
@@ -147,8 +151,9 @@ func WithMaxResponseBytes(n int64) Option {
 
 // WithScope sets how a request's scope (its principal or tenant) is found; the
 // store keys records by (scope, key), so two scopes never see each other's
-// records. The default is one empty scope for everyone; BearerScope is ready
-// made. scope should return an error only when the request has no acceptable
+// records. The default is one empty scope for everyone (a service with one
+// client, or whose callers may share records); BearerScope is ready made and
+// refuses callers without credentials. scope should return an error only when the request has no acceptable
 // principal: the middleware then answers 401 and neither the store nor the
 // handler is called.
 func WithScope(scope func(*http.Request) (string, error)) Option {
@@ -208,11 +213,15 @@ var neverStored = map[string]bool{
 	"Upgrade":             true,
 }
 
-// WithInProgressWait lets a duplicate that arrives while the first request is
-// still running wait up to max for it to finish, asking the store again with a
-// short capped backoff (10 ms doubling to 200 ms), and then get the replay
-// instead of a 409. 0, the default, answers 409 with Retry-After at once. The
-// wait ends early, with a 409, when the client goes away.
+// WithInProgressWait sets how long, at most, a duplicate that arrives while
+// the first request with its key still runs waits for it (default
+// DefaultInProgressWait, 5s). The store does the waiting (Request.Wait): when
+// the first request finishes, the duplicate gets its replay; when it fails
+// (5xx, panic) and releases the key, the duplicate runs the handler itself.
+// A client that sends Prefer: wait=N (RFC 7240) shortens the wait to N
+// seconds, and is told so with Preference-Applied: wait=N. Past the wait, or
+// when the client goes away, the answer is 409 with a short Retry-After (see
+// the package documentation). 0 answers 409 at once.
 func WithInProgressWait(max time.Duration) Option {
 	if max < 0 {
 		panic(fmt.Sprintf("idem/server: WithInProgressWait: %v is negative", max))
@@ -228,15 +237,6 @@ func WithOnOutcome(f func(OutcomeEvent)) Option {
 		panic("idem/server: WithOnOutcome: nil function")
 	}
 	return func(c *config) { c.onOutcome = f }
-}
-
-// pollDelay is the default backoff between polls of an in-progress duplicate.
-func pollDelay(n int) time.Duration {
-	const first, max = 10 * time.Millisecond, 200 * time.Millisecond
-	if n >= 5 {
-		return max
-	}
-	return min(first<<n, max)
 }
 
 // isToken reports whether s is a non-empty RFC 9110 token.

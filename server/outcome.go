@@ -1,6 +1,9 @@
 package server
 
-import "net/http"
+import (
+	"net/http"
+	"strconv"
+)
 
 // OutcomeEvent describes how the middleware answered one protected request;
 // WithOnOutcome receives one per request, after the response was written.
@@ -27,4 +30,30 @@ type OutcomeEvent struct {
 	Err error
 	// Panic is the value the handler panicked with, else nil.
 	Panic any
+}
+
+// MaxLoggedKey is how many bytes of a key LogKey keeps.
+const MaxLoggedKey = 64
+
+// LogKey returns a key, or a raw Idempotency-Key header value, fit for a log
+// line: at most MaxLoggedKey bytes (then "...(N bytes)" saying how long it
+// was), with every byte that is not visible ASCII replaced by '?', so that a
+// client cannot make a log line huge or forge one. OutcomeEvent.Key is a
+// parsed key (at most 255 visible ASCII characters); log a header as received
+// through LogKey.
+func LogKey(v string) string {
+	n := len(v)
+	if n > MaxLoggedKey {
+		v = v[:MaxLoggedKey]
+	}
+	b := []byte(v)
+	for i, c := range b {
+		if c < 0x21 || c > 0x7e {
+			b[i] = '?'
+		}
+	}
+	if n > MaxLoggedKey {
+		return string(b) + "...(" + strconv.Itoa(n) + " bytes)"
+	}
+	return string(b)
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -39,6 +40,25 @@ func TestOnOutcomeEvents(t *testing.T) {
 		if e.Request == nil || e.Key != w.Key || e.Outcome != w.Outcome || e.Status != w.Status ||
 			e.Problem != w.Problem || e.Stored != w.Stored || e.Err != nil || e.Panic != nil {
 			t.Errorf("event %d = %+v, want %+v", i, e, w)
+		}
+	}
+}
+
+// TestLogKey: a key logged is bounded and printable (issue 12: a 900 KB key
+// became a 900 KB log line).
+func TestLogKey(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("k", 900_000)
+	tests := []struct{ in, want string }{
+		{"", ""},
+		{"order-42", "order-42"},
+		{strings.Repeat("a", 64), strings.Repeat("a", 64)},
+		{long, strings.Repeat("k", 64) + "...(900000 bytes)"},
+		{"a\r\nb c\x00é", "a??b?c???"},
+	}
+	for _, tt := range tests {
+		if got := LogKey(tt.in); got != tt.want {
+			t.Errorf("LogKey(%.20q) = %.80q, want %.80q", tt.in, got, tt.want)
 		}
 	}
 }

@@ -1,10 +1,10 @@
 package server
 
 import (
-	"encoding/json"
 	"net/http"
-	"strconv"
 	"time"
+
+	"github.com/idemkit/idem/internal/problem"
 )
 
 // ProblemBase is the prefix of every problem type URI idem uses. The IETF
@@ -20,7 +20,7 @@ const (
 	ProblemInProgress       = ProblemBase + "in-progress"
 	ProblemBodyTooLarge     = ProblemBase + "body-too-large"
 	ProblemStoreUnavailable = ProblemBase + "store-unavailable"
-	ProblemNotRecorded      = ProblemBase + "not-recorded"
+	ProblemOutcomeUnknown   = ProblemBase + "outcome-unknown"
 	ProblemUnprotectable    = ProblemBase + "unprotectable"
 	ProblemUnauthenticated  = ProblemBase + "unauthenticated"
 	ProblemBodyUnreadable   = ProblemBase + "body-unreadable"
@@ -37,30 +37,7 @@ type Problem struct {
 	RetryAfter time.Duration `json:"-"`
 }
 
-// WriteProblem sends p as application/problem+json with Cache-Control: no-store.
-func WriteProblem(w http.ResponseWriter, p Problem) {
-	h := w.Header()
-	h.Set("Content-Type", "application/problem+json")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
-	if p.RetryAfter > 0 {
-		h.Set("Retry-After", strconv.FormatInt(retryAfterSeconds(p.RetryAfter), 10))
-	}
-	body, err := json.Marshal(p)
-	if err != nil { // cannot happen: every field is a string or an int
-		body = []byte(`{"title":"internal error","status":500}`)
-	}
-	body = append(body, '\n')
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(p.Status)
-	_, _ = w.Write(body)
-}
-
-// retryAfterSeconds rounds d up to whole seconds, at least 1.
-func retryAfterSeconds(d time.Duration) int64 {
-	s := int64((d + time.Second - 1) / time.Second)
-	if s < 1 {
-		s = 1
-	}
-	return s
+// writeProblem sends p as application/problem+json with Cache-Control: no-store.
+func writeProblem(w http.ResponseWriter, p Problem) {
+	problem.Write(w, problem.Details(p))
 }

@@ -17,8 +17,6 @@ func TestBearerScope(t *testing.T) {
 		want  string
 		isErr bool
 	}{
-		{"anonymous", nil, "", false},
-		{"empty header", []string{""}, "", false},
 		{"bearer", []string{"Bearer tok-A"}, "bearer:" + hash("tok-A"), false},
 		{"scheme is case-insensitive", []string{"bearer tok-A"}, "bearer:" + hash("tok-A"), false},
 		{"whitespace around", []string{"  Bearer   tok-A  "}, "bearer:" + hash("tok-A"), false},
@@ -27,6 +25,15 @@ func TestBearerScope(t *testing.T) {
 		{"bearer without token", []string{"Bearer"}, "", true},
 		{"bearer with blank token", []string{"Bearer    "}, "", true},
 		{"two lines", []string{"Bearer a", "Bearer b"}, "", true},
+	}
+	for _, auth := range [][]string{nil, {""}, {"  "}} {
+		r := request("POST", "/x", "")
+		if auth != nil {
+			r.Header["Authorization"] = auth
+		}
+		if got, err := BearerScope(r); !errors.Is(err, ErrNoCredentials) {
+			t.Errorf("Authorization %q: got %q, %v; want ErrNoCredentials: anonymous callers share no scope", auth, got, err)
+		}
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -68,4 +75,8 @@ func TestScopesSeparateRecords(t *testing.T) {
 		t.Fatalf("token A again: %q, want the replay of %q", a2.Body, a.Body)
 	}
 	checkProblem(t, serve(mw, request("POST", "/x", "{}", HeaderKey, "k", "Authorization", "Bearer")), 401, ProblemUnauthenticated)
+	checkProblem(t, serve(mw, request("POST", "/x", "{}", HeaderKey, "k")), 401, ProblemUnauthenticated)
+	if h.runs.Load() != 2 {
+		t.Errorf("handler ran %d times, want 2: refused requests never run", h.runs.Load())
+	}
 }

@@ -144,3 +144,12 @@ type Result struct {
 // ErrNotRecorded is wrapped by a Store's error when the handler ran but its
 // response could not be recorded (lost lease, failed commit).
 var ErrNotRecorded = errors.New("idem/server: response not recorded")
+
+// A Pinger is a Store that can tell whether it can serve requests now: a
+// readiness check (the demo's /readyz) calls Ping, and takes a store that
+// does not implement it (memstore, which cannot be unreachable) as ready.
+// Ping must return within ctx's deadline, and an error when the store
+// could not answer a Do.
+type Pinger interface {
+	Ping(ctx context.Context) error
+}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/idemkit/idem/internal/demo"
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/chaos"
 )
@@ -32,7 +33,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer cleanup()
 
-	inj, err := chaos.New(
+	inj := chaos.New(
 		chaos.WithHeaders(cfg.chaos),
 		chaos.WithFailRate(cfg.chaosFailRate),
 		chaos.WithDropRate(cfg.chaosDropRate),
@@ -42,10 +43,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			os.Exit(crashExitCode)
 		}),
 	)
-	if err != nil { // flags were validated: cannot happen
-		return fmt.Errorf("%w: %w", errUsage, err)
-	}
-	h := chaos.Handler(store, ledger, inj, server.WithTTL(cfg.ttl), server.WithLockTTL(cfg.lockTTL))
+	h := demo.Handler(store, ledger, inj, server.WithTTL(cfg.ttl), server.WithLockTTL(cfg.lockTTL))
 
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {

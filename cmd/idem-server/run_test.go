@@ -122,7 +122,7 @@ func TestRunServes(t *testing.T) {
 		replay.Header.Get(server.HeaderReplayed) != "true" || !bytes.Equal(firstBody, replayBody) {
 		t.Fatalf("first %d, replay %d %v: %s vs %s", first.StatusCode, replay.StatusCode, replay.Header, firstBody, replayBody)
 	}
-	if resp, b := doRequest(t, http.MethodGet, url+"/payments?customer=cus_1", "", "", nil); resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"count":1`) {
+	if resp, b := doRequest(t, http.MethodGet, url+"/payments?customer=cus_1", "", "", auth); resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"count":1`) {
 		t.Errorf("GET /payments = %d %s", resp.StatusCode, b)
 	}
 	if resp, b := doRequest(t, http.MethodGet, url+"/healthz", "", "", nil); resp.StatusCode != http.StatusOK || string(b) != "ok\n" {

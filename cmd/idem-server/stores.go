@@ -9,11 +9,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemkit/idem/internal/demo/payments"
+	pgpayments "github.com/idemkit/idem/internal/demo/pgledger"
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/memstore"
-	"github.com/idemkit/idem/server/payments"
 	"github.com/idemkit/idem/server/pgstore"
-	"github.com/idemkit/idem/server/pgstore/pgpayments"
 	"github.com/idemkit/idem/server/redisstore"
 )
 

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/server"
@@ -168,5 +170,18 @@ func describe(service string, s step) string {
 }
 
 func problem(w http.ResponseWriter, status int, title, detail string) {
-	server.WriteProblem(w, server.Problem{Type: "about:blank", Title: title, Status: status, Detail: detail})
+	writeProblem(w, server.Problem{Type: "about:blank", Title: title, Status: status, Detail: detail})
+}
+
+// writeProblem sends p as RFC 9457 application/problem+json.
+func writeProblem(w http.ResponseWriter, p server.Problem) {
+	body, _ := json.Marshal(p) // a Problem always marshals
+	h := w.Header()
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Cache-Control", "no-store")
+	if p.RetryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(int((p.RetryAfter+time.Second-1)/time.Second)))
+	}
+	w.WriteHeader(p.Status)
+	_, _ = w.Write(append(body, '\n'))
 }

@@ -48,13 +48,13 @@ func (s *shipping) outage(n int) { s.down.Store(int32(n)) }
 
 func (s *shipping) create(w http.ResponseWriter, r *http.Request) {
 	if n := s.down.Load(); n > 0 && s.down.CompareAndSwap(n, n-1) {
-		server.WriteProblem(w, server.Problem{Type: "about:blank", Title: "Shipping unavailable",
+		writeProblem(w, server.Problem{Type: "about:blank", Title: "Shipping unavailable",
 			Status: http.StatusServiceUnavailable, RetryAfter: time.Second})
 		return
 	}
 	var in shipRequest
 	if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.Order == "" || in.Address == "" {
-		server.WriteProblem(w, server.Problem{Type: "about:blank", Title: "Invalid shipment",
+		writeProblem(w, server.Problem{Type: "about:blank", Title: "Invalid shipment",
 			Status: http.StatusBadRequest, Detail: `want {"order":..., "address":...}`})
 		return
 	}

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -75,8 +76,10 @@ func newClient(retries *atomic.Int64) *http.Client {
 }
 
 // pay runs one logical payment for customer with key.
-func pay(client *http.Client, url, customer, key string) outcome {
-	o := outcome{customer: customer, key: key}
+// The result is named so that the deferred function sets elapsed on the value
+// returned: with an unnamed result, "return o" copies o before defers run.
+func pay(client *http.Client, url, customer, key string) (o outcome) {
+	o = outcome{customer: customer, key: key}
 	start := time.Now()
 	defer func() { o.elapsed = time.Since(start) }()
 	body := fmt.Sprintf(`{"customer":%q,"amount":1250,"currency":"EUR"}`, customer)
@@ -179,6 +182,29 @@ func TestExactlyOnceUnderRandomFaults(t *testing.T) {
 	}
 	if n := srv.Payments(""); n != ops {
 		t.Errorf("ledger holds %d payments for %d operations", n, ops)
+	}
+}
+
+// TestPayMeasuresElapsed pins the template's own clock: an operation's elapsed
+// time is measured on the value pay returns, so checkEnding's cap check can
+// fail. The handler holds the answer until the test has seen it start, so the
+// operation takes a measurable time.
+func TestPayMeasuresElapsed(t *testing.T) {
+	t.Parallel()
+	started := make(chan time.Time, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		started <- time.Now()
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer srv.Close()
+	before := time.Now()
+	o := pay(srv.Client(), srv.URL, "cus_clock", "clock-1")
+	handled := <-started
+	if !o.ok() {
+		t.Fatalf("pay: status %d, %v", o.status, o.err)
+	}
+	if min := handled.Sub(before); o.elapsed <= 0 || o.elapsed < min {
+		t.Errorf("elapsed = %v, want at least the %v until the server answered", o.elapsed, min)
 	}
 }
 

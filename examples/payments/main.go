@@ -7,21 +7,22 @@
 // It starts the companion server in-process (server/idemtest, on the memory
 // store) behind a small gateway that, like most load balancers, keeps a request
 // running upstream after its client hangs up. The fault is the same in each
-// story: the first request the server sees is slow (Chaos-Delay: 1.5s), and
+// story: the first request the server sees is slow (Chaos-Delay: 1s), and
 // the clients stop waiting after 300ms.
 //
 //	(a) A plain http.Client (Timeout 300ms) and a hand-rolled retry loop on
 //	    POST /payments/unprotected: the first request times out, the loop sends
 //	    it again, and once the slow one finishes the customer has paid twice.
 //	(b) The idem client on POST /payments: the first attempt times out; the
-//	    retry, with the same Idempotency-Key, gets 409 and Retry-After while the
-//	    first still runs; the next attempt gets the first one's response again
-//	    (Idempotent-Replayed: true). One charge.
+//	    retry, with the same Idempotency-Key, gets 409 and a short Retry-After
+//	    (1s: when the answer should exist) while the first still runs; the next
+//	    attempt gets the first one's response again (Idempotent-Replayed:
+//	    true). One charge.
 //	(c) The same key sent again with another body is refused with 422.
 //
 // Each line shows the step, the attempt, the status, the key (its first 8
 // characters), whether the response was a replay, and how many payments the
-// customer has at that moment. The run takes about 5 seconds.
+// customer has at that moment. The run takes about 3 seconds.
 package main
 
 import (
@@ -41,13 +42,14 @@ import (
 
 // The story's timings.
 const (
-	clientTimeout = 300 * time.Millisecond  // how long the clients wait for an answer
-	serverDelay   = 1500 * time.Millisecond // how slow the first request is
-	// lockTTL is the server's claim lease (30s by default): a 409's Retry-After
-	// is what is left of it. 3s keeps the demo short and still sends the retry
-	// after the 409 well after the slow request has finished.
-	lockTTL      = 3 * time.Second
-	settleWithin = 10 * time.Second // bound on waiting for the gateway to go idle
+	clientTimeout = 300 * time.Millisecond // how long the clients wait for an answer
+	serverDelay   = time.Second            // how slow the first request is
+	// The server answers a duplicate at once (it would wait up to 5 s by
+	// default): the clients give up after 300ms, less than the one second a
+	// Prefer: wait can ask for. Its 409 says Retry-After: 1, when the answer
+	// should exist, and the next attempt, after the slow request, replays.
+	duplicateWait = 0
+	settleWithin  = 10 * time.Second // bound on waiting for the gateway to go idle
 )
 
 func main() {
@@ -69,7 +71,7 @@ type demo struct {
 // run tells the three stories on w.
 func run(w io.Writer) error {
 	start := time.Now()
-	srv := idemtest.NewServer(idemtest.WithMiddlewareOptions(server.WithLockTTL(lockTTL)))
+	srv := idemtest.NewServer(idemtest.WithMiddlewareOptions(server.WithInProgressWait(duplicateWait)))
 	defer srv.Close()
 	gw := newGateway(srv.URL)
 	front := httptest.NewServer(gw)

@@ -43,7 +43,7 @@ func TestTranscript(t *testing.T) {
 		{"a", "2", "201 Created", "-", "false", "1"},
 		{"a", "-", "(the slow first request finished)", "-", "-", "2"},
 		{"b", "1", "timed out after 300ms", "KEY", "-", "0"},
-		{"b", "2", "409 in progress, Retry-After 3s", "KEY", "-", "0"},
+		{"b", "2", "409 in progress, Retry-After 1s", "KEY", "-", "0"},
 		{"b", "3", "201 Created", "KEY", "true", "1"},
 		{"c", "1", "422 Idempotency-Key reused", "KEY", "false", "1"},
 	}

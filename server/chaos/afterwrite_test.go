@@ -15,21 +15,67 @@ import (
 
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/memstore"
-	"github.com/idemkit/idem/server/payments"
 )
 
 // waitLimit bounds every wait of these tests for a server-side event.
 const waitLimit = 10 * time.Second
 
-// delayedServer serves Handler over a real connection and reports, for each
-// request that asked for Chaos-Delay-After-Write, whether its context had
-// ended (the client hung up) by the time the handler returned.
-func delayedServer(t *testing.T, in *Injector, ledger payments.Ledger) (*httptest.Server, <-chan bool) {
+// ledger counts the business writes of writer, per customer.
+type ledger struct {
+	mu    sync.Mutex
+	count map[string]int
+}
+
+func (l *ledger) add(customer string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.count == nil {
+		l.count = map[string]int{}
+	}
+	l.count[customer]++
+}
+
+// Count returns how many writes customer had.
+func (l *ledger) Count(customer string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.count[customer]
+}
+
+// writer is a handler that calls the injector's hooks around its business
+// write (one write to l for the body's customer), as a protected handler does.
+func writer(in *Injector, l *ledger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var p struct{ Customer string }
+		if err := json.NewDecoder(r.Body).Decode(&p); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if err := in.BeforeWrite(r); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		l.add(p.Customer)
+		in.AfterWrite(r)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"customer":"` + p.Customer + `"}`))
+	})
+}
+
+// delayedServer serves POST /payments (protected by the middleware over a
+// memory store, duplicates answered 409 at once) and POST
+// /payments/unprotected, both wrapped by in, over a real connection, and
+// reports, for each request that asked for Chaos-Delay-After-Write, whether
+// its context had ended (the client hung up) by the time the handler returned.
+func delayedServer(t *testing.T, in *Injector, l *ledger) (*httptest.Server, <-chan bool) {
 	t.Helper()
-	h := Handler(memstore.New(), ledger, in)
+	mux := http.NewServeMux()
+	mux.Handle("POST /payments", in.Wrap(server.Middleware(memstore.New(), server.WithInProgressWait(0))(writer(in, l))))
+	mux.Handle("POST /payments/unprotected", in.Wrap(writer(in, l)))
 	done := make(chan bool, 4)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.ServeHTTP(w, r)
+		mux.ServeHTTP(w, r)
 		if r.Header.Get(HeaderDelayAfterWrite) != "" {
 			done <- r.Context().Err() != nil
 		}
@@ -77,8 +123,8 @@ func waitFor[T any](t *testing.T, ch <-chan T, what string) T {
 // payment stands, and its retry without a key charges a second time.
 func TestDelayAfterWriteTimeoutDoubleCharges(t *testing.T) {
 	t.Parallel()
-	ledger := payments.NewMemLedger()
-	srv, done := delayedServer(t, mustNew(t), ledger)
+	writes := &ledger{}
+	srv, done := delayedServer(t, mustNew(t), writes)
 	// The answer cannot come before the delay: the time-out always fires first.
 	c := srv.Client()
 	c.Timeout = 200 * time.Millisecond
@@ -95,7 +141,7 @@ func TestDelayAfterWriteTimeoutDoubleCharges(t *testing.T) {
 	if hungUp := waitFor(t, done, "end of the delayed request"); !hungUp {
 		t.Error("the delayed request's context had not ended: the client did not hang up")
 	}
-	if n := ledger.Count("cus_slow"); n != 2 {
+	if n := writes.Count("cus_slow"); n != 2 {
 		t.Errorf("payments = %d, want 2 (the timed-out attempt's and the retry's)", n)
 	}
 }
@@ -111,8 +157,8 @@ func TestDelayAfterWriteKeyed(t *testing.T) {
 		entered <- d
 		<-release
 	}
-	ledger := payments.NewMemLedger()
-	srv, done := delayedServer(t, in, ledger)
+	writes := &ledger{}
+	srv, done := delayedServer(t, in, writes)
 	releaseOnce := sync.OnceFunc(func() { close(release) })
 	t.Cleanup(releaseOnce) // runs before srv.Close, which waits for the handler
 	url := srv.URL + "/payments"
@@ -127,7 +173,7 @@ func TestDelayAfterWriteKeyed(t *testing.T) {
 	if d := waitFor(t, entered, "after-write delay"); d != time.Minute {
 		t.Fatalf("slept %v, want 1m", d)
 	}
-	if n := ledger.Count("cus_slow"); n != 1 {
+	if n := writes.Count("cus_slow"); n != 1 {
 		t.Fatalf("payments during the delay = %d, want 1", n)
 	}
 	cancel() // the client gives up during the delay
@@ -150,7 +196,7 @@ func TestDelayAfterWriteKeyed(t *testing.T) {
 	if err != nil || resp.StatusCode != http.StatusCreated || resp.Header.Get(server.HeaderReplayed) != "true" {
 		t.Fatalf("retry after the delay: %v %v %s, want a replayed 201", err, resp, body)
 	}
-	if n := ledger.Count("cus_slow"); n != 1 {
+	if n := writes.Count("cus_slow"); n != 1 {
 		t.Errorf("payments = %d, want 1", n)
 	}
 }

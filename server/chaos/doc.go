@@ -1,6 +1,7 @@
-// Package chaos injects faults into the demo payments server that
-// cmd/idem-server and server/idemtest run, so that a plain HTTP client can watch
-// idem's guarantees hold (or, on the unprotected route, fail).
+// Package chaos injects faults into an HTTP server protected by idem's
+// middleware, so that a plain HTTP client can watch idem's guarantees hold (or,
+// on an unprotected route, fail). The demo payments server of cmd/idem-server
+// and server/idemtest is built with it.
 //
 // Faults are asked for per request with headers, when enabled:
 //
@@ -19,7 +20,8 @@
 // Chaos-Fail and Chaos-Drop act outside it (a failing gateway; a response lost
 // on the way back after the record was written), Chaos-Delay,
 // Chaos-Delay-After-Write and Chaos-Crash act inside the handler it protects,
-// through payments.API's BeforeWrite and AfterWrite hooks (a request that
+// through the hooks BeforeWrite and AfterWrite, which the protected handler
+// calls around its business write (a request that
 // asks for both Chaos-Delay-After-Write and Chaos-Crash sleeps, then crashes). What "crash" means is the
 // caller's choice (WithCrash): the runnable server exits the process; the
 // in-process test server aborts the handler with http.ErrAbortHandler. On the
@@ -31,10 +33,13 @@
 // never double-charges. Chaos-Delay-After-Write is a server that finished the
 // write but is slow to answer, as real ones often are: the payment stands
 // whether or not the client waits, so a client that times out and retries
-// without a key pays twice on /payments/unprotected. On /payments the response
-// is recorded when the delay ends, and a retry with the same key during the
-// delay is answered 409 (request in progress).
+// without a key pays twice on an unprotected route. On a protected route the
+// response is recorded when the delay ends, and a retry with the same key
+// during the delay waits for it (or, past the middleware's wait, is answered
+// 409, request in progress).
 //
-// Handler assembles the demo server's routes, so that both servers serve
-// exactly the same thing.
+// Options follow the rule of every server-side package (see package server):
+// an impossible setting panics when the option is created, naming it
+// (WithFailRate(1.5) panics "chaos: WithFailRate(1.5): want a rate from 0 to
+// 1"), and New panics on a nil Option.
 package chaos

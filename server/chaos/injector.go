@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/idemkit/idem/internal/problem"
 	"github.com/idemkit/idem/server"
 )
 
@@ -23,18 +24,17 @@ type Injector struct {
 	cfg config
 }
 
-// New returns an Injector, or an error naming the first invalid option.
-func New(opts ...Option) (*Injector, error) {
+// New returns an Injector. It panics on a nil Option; the options themselves
+// panic when created with an impossible setting.
+func New(opts ...Option) *Injector {
 	cfg := defaultConfig()
 	for _, o := range opts {
 		if o == nil {
-			return nil, fmt.Errorf("chaos: nil Option")
+			panic("chaos: New: nil Option")
 		}
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
+		o(&cfg)
 	}
-	return &Injector{cfg: cfg}, nil
+	return &Injector{cfg: cfg}
 }
 
 type planKey struct{}
@@ -48,7 +48,7 @@ func (in *Injector) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, err := in.plan(r)
 		if err != nil {
-			server.WriteProblem(w, server.Problem{Type: ProblemBadHeader, Title: "Invalid chaos header",
+			problem.Write(w, problem.Details{Type: ProblemBadHeader, Title: "Invalid chaos header",
 				Status: http.StatusBadRequest, Detail: err.Error()})
 			return
 		}
@@ -56,7 +56,7 @@ func (in *Injector) Wrap(next http.Handler) http.Handler {
 			if p.retryAfter >= 0 {
 				w.Header().Set("Retry-After", strconv.Itoa(p.retryAfter))
 			}
-			server.WriteProblem(w, server.Problem{Type: ProblemInjected, Title: "Injected fault",
+			problem.Write(w, problem.Details{Type: ProblemInjected, Title: "Injected fault",
 				Status: p.fail, Detail: fmt.Sprintf("chaos: failed with %d before doing any work", p.fail)})
 			return
 		}

@@ -18,11 +18,7 @@ import (
 
 func mustNew(t *testing.T, opts ...Option) *Injector {
 	t.Helper()
-	in, err := New(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return in
+	return New(opts...)
 }
 
 // fixedRand returns the given numbers in turn, then 0.99.
@@ -37,28 +33,32 @@ func fixedRand(xs ...float64) func() float64 {
 	}
 }
 
-func TestNewRejectsBadOptions(t *testing.T) {
+func TestBadOptionsPanicWhenCreated(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
-		opt  Option
+		make func()
 		want string
 	}{
-		{"fail rate above 1", WithFailRate(1.5), "WithFailRate"},
-		{"fail rate negative", WithFailRate(-0.1), "WithFailRate"},
-		{"drop rate NaN", WithDropRate(nan()), "WithDropRate"},
-		{"delay negative", WithDelayMax(-time.Second), "WithDelayMax"},
-		{"delay too long", WithDelayMax(time.Hour), "WithDelayMax"},
-		{"nil rand", WithRand(nil), "WithRand"},
-		{"nil crash", WithCrash(nil), "WithCrash"},
-		{"nil option", nil, "nil Option"},
+		{"fail rate above 1", func() { WithFailRate(1.5) }, "WithFailRate"},
+		{"fail rate negative", func() { WithFailRate(-0.1) }, "WithFailRate"},
+		{"drop rate NaN", func() { WithDropRate(nan()) }, "WithDropRate"},
+		{"delay negative", func() { WithDelayMax(-time.Second) }, "WithDelayMax"},
+		{"delay too long", func() { WithDelayMax(time.Hour) }, "WithDelayMax"},
+		{"nil rand", func() { WithRand(nil) }, "WithRand"},
+		{"nil crash", func() { WithCrash(nil) }, "WithCrash"},
+		{"nil option", func() { New(nil) }, "nil Option"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if _, err := New(tt.opt); err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("New: err = %v, want one naming %s", err, tt.want)
-			}
+			defer func() {
+				msg, _ := recover().(string)
+				if !strings.Contains(msg, tt.want) {
+					t.Errorf("panic %q, want one naming %s", msg, tt.want)
+				}
+			}()
+			tt.make()
 		})
 	}
 }

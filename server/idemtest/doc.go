@@ -7,10 +7,11 @@
 //	// POST srv.URL+"/payments" ... then:
 //	if n := srv.Payments("cus_1"); n != 1 { t.Fatalf("charged %d times", n) }
 //
-// It serves exactly the routes of cmd/idem-server (see chaos.Handler):
+// It serves exactly the routes of cmd/idem-server (the demo of internal/demo):
 // POST /payments behind server.Middleware with the scope of the bearer token,
 // GET /payments?customer=C, POST /payments/unprotected (no idempotency: retries
-// double-charge) and GET /healthz, over a memstore.Store by default.
+// double-charge), GET /livez and /healthz (liveness) and GET /readyz
+// (readiness), over a memstore.Store by default.
 //
 // The Chaos-* request headers are always honoured (see package chaos), so a
 // test asks for the fault it wants on the request it wants. Chaos-Crash cannot

@@ -31,8 +31,9 @@ func WithMiddlewareOptions(opts ...server.Option) Option {
 
 // WithChaos adds fault injection options, such as random fail, drop and delay
 // rates for soak tests (chaos.WithFailRate, chaos.WithDropRate,
-// chaos.WithDelayMax, chaos.WithRand). The Chaos-* headers are always on; an
-// invalid chaos option makes NewServer panic.
+// chaos.WithDelayMax, chaos.WithRand). The Chaos-* headers are always on; a
+// chaos option with an impossible setting panics when it is created, and a nil
+// one makes NewServer panic.
 func WithChaos(opts ...chaos.Option) Option {
 	return func(c *config) { c.chaosOpts = append(c.chaosOpts, opts...) }
 }

@@ -1,14 +1,14 @@
 package idemtest
 
 import (
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 
+	"github.com/idemkit/idem/internal/demo"
+	"github.com/idemkit/idem/internal/demo/payments"
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/chaos"
 	"github.com/idemkit/idem/server/memstore"
-	"github.com/idemkit/idem/server/payments"
 )
 
 // Server is the companion server listening on a loopback address.
@@ -36,12 +36,9 @@ func NewServer(opts ...Option) *Server {
 	}
 	// The in-process crash (panic with http.ErrAbortHandler) goes first so that
 	// a caller's chaos options may replace it.
-	inj, err := chaos.New(append([]chaos.Option{chaos.WithCrash(abortHandler)}, cfg.chaosOpts...)...)
-	if err != nil {
-		panic(fmt.Sprintf("idemtest: WithChaos: %v", err))
-	}
+	inj := chaos.New(append([]chaos.Option{chaos.WithCrash(abortHandler)}, cfg.chaosOpts...)...)
 	ledger := payments.NewMemLedger()
-	hs := httptest.NewServer(chaos.Handler(cfg.store, ledger, inj, cfg.mwOpts...))
+	hs := httptest.NewServer(demo.Handler(cfg.store, ledger, inj, cfg.mwOpts...))
 	return &Server{URL: hs.URL, hs: hs, store: cfg.store, ledger: ledger}
 }
 
@@ -57,7 +54,8 @@ func (s *Server) Close() { s.hs.Close() }
 // customer is empty): the count that proves exactly-once.
 func (s *Server) Payments(customer string) int { return s.ledger.Count(customer) }
 
-// Ledger returns the server's ledger.
+// Ledger returns the server's ledger (the demo's in-memory one), to list the
+// payments themselves.
 func (s *Server) Ledger() *payments.MemLedger { return s.ledger }
 
 // Store returns the idempotency store the server uses.

@@ -48,7 +48,7 @@ func BenchmarkDo(b *testing.B) {
 		make func() server.Store
 	}{
 		{"baseline", func() server.Store { return &singleLockStore{m: make(map[recordKey]*server.Response)} }},
-		{"memstore", func() server.Store { return New(WithMaxEntries(1 << 30)) }},
+		{"memstore", func() server.Store { return New(WithMaxEntries(1<<30), WithMaxBytes(1<<40), WithScopeShare(1)) }},
 	}
 	for _, st := range stores {
 		b.Run("execute/"+st.name, func(b *testing.B) {

@@ -122,7 +122,7 @@ func TestConcurrentStress(t *testing.T) {
 						}
 						return sampleResponse(), true
 					})
-					if err != nil && !errors.Is(err, ErrFull) {
+					if err != nil && !errors.Is(err, ErrFull) && !errors.Is(err, ErrScopeFull) {
 						t.Errorf("Do: %v", err)
 					}
 				}()
@@ -135,6 +135,19 @@ func TestConcurrentStress(t *testing.T) {
 	wg.Wait()
 	if got, want := s.countEntries(), s.Stats().Entries; got != want {
 		t.Errorf("entries in maps = %d, Stats().Entries = %d", got, want)
+	}
+	if got, want := s.sumCosts(), s.Stats().Bytes; got != want {
+		t.Errorf("bytes of the entries in maps = %d, Stats().Bytes = %d", got, want)
+	}
+	for i := range s.scopes { // every scope's usage is what its entries cost
+		ss := &s.scopes[i]
+		ss.mu.Lock()
+		for scope, u := range ss.m {
+			if u.entries <= 0 {
+				t.Errorf("scope %q kept in the table with %d entries", scope, u.entries)
+			}
+		}
+		ss.mu.Unlock()
 	}
 	if s.Stats().Entries > 24 {
 		t.Errorf("entries %d above the bound", s.Stats().Entries)

@@ -19,6 +19,14 @@
 //
 // If run panics, the claim is released and the panic continues.
 //
+// # Waiting
+//
+// A duplicate with Request.Wait > 0 waits on a channel of the claim, made by
+// the first waiter and closed when the claim is recorded or released: it then
+// replays the record, or claims the key and runs the handler itself. It holds
+// no lock while it waits, and stops, answering in progress, when Wait is over
+// or its context is done. A claim nobody waits for costs no channel.
+//
 // # Crash window
 //
 // The business write and the record cannot share a transaction here. If the
@@ -26,13 +34,26 @@
 // the key is gone with the process and a retry runs the handler again (see
 // CONTRACT §4.1). Use a transactional store (pgstore) when that matters.
 //
-// # Memory bound
+// # Memory bound and fairness
 //
-// WithMaxEntries bounds records and claims together. Expired records are swept
-// lazily: a few on every insert, and as many as needed (bounded per call) when
-// the store is full. If it is still full, Do refuses with an error wrapping
-// ErrFull before run is called; the middleware answers 503 and the client
-// retries later. A live record is never evicted to make room: evicting it would
-// let a retry run the operation twice, which is the one thing this store exists
-// to prevent.
+// WithMaxEntries (100,000) and WithMaxBytes (256 MiB) bound records and claims
+// together: each entry is charged its key, scope, fingerprint, recorded
+// response and a fixed overhead. One non-empty scope may hold at most
+// WithScopeShare (one eighth) of each bound, so a tenant that floods unique
+// keys fills its own share and is refused (ErrScopeFull) while the others
+// keep theirs; the empty scope (no server.WithScope) has no quota. The
+// middleware records neither its own refusals nor the handler's (400, 401,
+// 403, 413, 422, 429, ...), so invalid requests take no room at all.
+//
+// Expired records are swept lazily: a few on every insert, and as many as
+// needed (bounded per call) when a bound is reached. If it is still reached,
+// Do refuses with an error wrapping ErrFull or ErrScopeFull before run is
+// called; the middleware answers 503 and the client retries later. A live
+// record is never evicted to make room: evicting it would let a retry run the
+// operation twice, which is the one thing this store exists to prevent.
+//
+// # Options
+//
+// An impossible option panics when it is created, naming it; New panics on a
+// nil Option (the rule of every server-side package, see package server).
 package memstore

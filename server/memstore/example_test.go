@@ -33,5 +33,5 @@ func ExampleWithMaxEntries() {
 	// executed <nil>
 	// true
 	// replayed done
-	// {Entries:1 Evictions:0 FullRefusals:1}
+	// {Entries:1 Bytes:267 Evictions:0 FullRefusals:1}
 }

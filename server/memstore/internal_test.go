@@ -24,3 +24,17 @@ func (s *Store) countEntries() int {
 	}
 	return n
 }
+
+// sumCosts adds up what every entry in the maps is charged.
+func (s *Store) sumCosts() int64 {
+	var n int64
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for _, e := range sh.m {
+			n += e.cost
+		}
+		sh.mu.Unlock()
+	}
+	return n
+}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/server/memstore"
-	"github.com/idemkit/idem/server/payments"
 	"github.com/idemkit/idem/server/storetest"
 )
 
@@ -31,7 +30,6 @@ func TestContract(t *testing.T) {
 		return storetest.Fixture{
 			Store:   memstore.New(memstore.WithClock(clock)),
 			Advance: advance,
-			Ledger:  payments.NewMemLedger(),
 		}
 	})
 }

@@ -5,19 +5,31 @@ import (
 	"time"
 )
 
-// DefaultMaxEntries is the capacity of a Store built without WithMaxEntries.
-const DefaultMaxEntries = 100_000
+// Defaults of a Store's bounds.
+const (
+	// DefaultMaxEntries is how many records and claims a Store holds at most.
+	DefaultMaxEntries = 100_000
+	// DefaultMaxBytes is how many bytes of records and claims a Store holds
+	// at most (256 MiB).
+	DefaultMaxBytes = 256 << 20
+	// DefaultScopeShare is the share of both bounds that one scope may hold.
+	DefaultScopeShare = 0.125
+)
 
-// An Option configures a Store. Invalid options panic when they are created.
+// An Option configures a Store. An impossible setting panics when the option
+// is created, naming it, and New panics on a nil Option: the rule of every
+// server-side package (see package server).
 type Option func(*config)
 
 type config struct {
 	now        func() time.Time // nil: the system clock
 	maxEntries int
+	maxBytes   int64
+	scopeShare float64
 }
 
 func defaultConfig() config {
-	return config{maxEntries: DefaultMaxEntries}
+	return config{maxEntries: DefaultMaxEntries, maxBytes: DefaultMaxBytes, scopeShare: DefaultScopeShare}
 }
 
 // WithClock sets the clock that stamps claims and expires records (default
@@ -37,4 +49,29 @@ func WithMaxEntries(n int) Option {
 		panic(fmt.Sprintf("memstore: WithMaxEntries(%d): must be at least 1", n))
 	}
 	return func(c *config) { c.maxEntries = n }
+}
+
+// WithMaxBytes bounds the bytes the Store's records and claims take (default
+// DefaultMaxBytes, 256 MiB): each is charged its key, scope, fingerprint,
+// recorded response and a fixed overhead. When the bound is reached and no
+// record has expired, Do fails with ErrFull. A response being recorded may
+// take the Store past it by its own size; no new claim fits until it is back
+// under.
+func WithMaxBytes(n int64) Option {
+	if n < 1 {
+		panic(fmt.Sprintf("memstore: WithMaxBytes(%d): must be at least 1", n))
+	}
+	return func(c *config) { c.maxBytes = n }
+}
+
+// WithScopeShare sets the share (above 0, at most 1) of WithMaxEntries and of
+// WithMaxBytes that one non-empty scope may hold (default DefaultScopeShare,
+// one eighth): a scope past it gets ErrScopeFull, answered 503, while the
+// others keep their room. The empty scope (no server.WithScope: one scope for
+// everyone) has no quota, having nobody to be fair to.
+func WithScopeShare(f float64) Option {
+	if !(f > 0 && f <= 1) {
+		panic(fmt.Sprintf("memstore: WithScopeShare(%v): must be above 0 and at most 1", f))
+	}
+	return func(c *config) { c.scopeShare = f }
 }

@@ -29,6 +29,12 @@ type entry struct {
 	resp   *record
 	stored record
 	index  int // position in shard.expiry, -1 when not there
+	// cost is what the entry is charged against the byte bounds: its claim,
+	// plus its record once it has one.
+	cost int64
+	// done is made by the first duplicate that waits for the claim, and
+	// closed when the claim is recorded or released; nil if nobody waits.
+	done chan struct{}
 }
 
 // A shard is one locked map plus a min-heap of its finished records by expiry,
@@ -53,13 +59,14 @@ func (sh *shard) remove(e *entry) {
 	}
 }
 
-// sweep removes up to limit records expired at now and reports how many it
-// removed. The caller holds sh.mu.
-func (sh *shard) sweep(now int64, limit int) int {
+// sweep removes up to limit records expired at now, calling removed for each,
+// and reports how many it removed. The caller holds sh.mu.
+func (sh *shard) sweep(now int64, limit int, removed func(*entry)) int {
 	n := 0
 	for n < limit && len(sh.expiryAt) > 0 && now >= sh.expiryAt[0] {
 		e := sh.removeAt(0)
 		delete(sh.m, e.key)
+		removed(e)
 		n++
 	}
 	return n

@@ -27,10 +27,16 @@ type Store struct {
 	now        func() time.Time // nil: the system clock, read through time.Since
 	epoch      time.Time        // the origin of clock
 	maxEntries int64
-	seed       maphash.Seed
-	shards     [numShards]shard
+	maxBytes   int64
+	// scopeMaxEntries and scopeMaxBytes are each non-empty scope's quota.
+	scopeMaxEntries int64
+	scopeMaxBytes   int64
+	seed            maphash.Seed
+	shards          [numShards]shard
+	scopes          [numShards]scopeShard
 
 	entries   atomic.Int64 // claims and records held
+	bytes     atomic.Int64 // what they cost (see claimCost, grow)
 	evictions atomic.Uint64
 	refusals  atomic.Uint64
 }
@@ -41,9 +47,14 @@ var _ server.Store = (*Store)(nil)
 func New(opts ...Option) *Store {
 	cfg := defaultConfig()
 	for _, o := range opts {
+		if o == nil {
+			panic("memstore: New: nil Option")
+		}
 		o(&cfg)
 	}
-	s := &Store{now: cfg.now, maxEntries: int64(cfg.maxEntries), seed: maphash.MakeSeed()}
+	s := &Store{now: cfg.now, maxEntries: int64(cfg.maxEntries), maxBytes: cfg.maxBytes, seed: maphash.MakeSeed(),
+		scopeMaxEntries: max(1, int64(float64(cfg.maxEntries)*cfg.scopeShare)),
+		scopeMaxBytes:   max(1, int64(float64(cfg.maxBytes)*cfg.scopeShare))}
 	if s.now == nil {
 		s.epoch = time.Now()
 	} else {
@@ -51,6 +62,7 @@ func New(opts ...Option) *Store {
 	}
 	for i := range s.shards {
 		s.shards[i].m = make(map[recordKey]*entry)
+		s.scopes[i].m = make(map[string]*usage)
 	}
 	return s
 }
@@ -59,13 +71,15 @@ func New(opts ...Option) *Store {
 type beginState int
 
 const (
-	answered beginState = iota // res is final: replayed, mismatch or in progress
-	claimed                    // this caller owns a new claim and must run
-	full                       // no room, even after sweeping this shard
+	answered  beginState = iota // res is final: replayed, mismatch or in progress
+	claimed                     // this caller owns a new claim and must run
+	waiting                     // another owner holds the claim: wait for its done channel
+	full                        // no room, even after sweeping this shard
+	overQuota                   // the request's scope holds its quota, even after sweeping this shard
 )
 
 // Do implements server.Store; see the package documentation for this store's
-// choices (implicit renewal, ErrFull, the crash window).
+// choices (implicit renewal, waiting, ErrFull, the crash window).
 func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) (server.Result, error) {
 	if run == nil {
 		return server.Result{}, fmt.Errorf("memstore: nil run: %w", ErrInvalidRequest)
@@ -75,8 +89,10 @@ func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) 
 	}
 	k := recordKey{scope: req.Scope, key: req.Key}
 	sh := s.shardFor(k)
-	for swept := false; ; swept = true {
-		res, e, st := s.begin(sh, k, req)
+	var waitOver <-chan time.Time // set at the first wait: the end of req.Wait
+	mayWait := req.Wait > 0
+	for swept := false; ; {
+		res, e, done, st := s.begin(sh, k, req, mayWait)
 		switch st {
 		case answered:
 			if e != nil { // a replay: the record is immutable, copied outside the lock
@@ -87,46 +103,86 @@ func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) 
 			// Only a claim's owner writes e.owner, and only after run: this
 			// goroutine may read the token it was given without the lock.
 			return s.execute(ctx, sh, e, req.TTL, e.owner, run)
+		case waiting:
+			if waitOver == nil {
+				t := time.NewTimer(req.Wait)
+				defer t.Stop()
+				waitOver = t.C
+			}
+			select {
+			case <-done: // recorded or released: look again
+			case <-waitOver:
+				mayWait = false // one last look, then answer
+			case <-ctx.Done():
+				return server.Result{Outcome: server.OutcomeInProgress, RetryAfter: s.lease(sh, e)}, nil
+			}
+			continue
 		}
 		if swept {
 			s.refusals.Add(1)
-			return server.Result{}, fmt.Errorf("memstore: %d live records and claims, none expired: %w", s.maxEntries, ErrFull)
+			if st == overQuota {
+				return server.Result{}, fmt.Errorf("memstore: the scope holds its quota (%d entries or %d bytes), none expired: %w",
+					s.scopeMaxEntries, s.scopeMaxBytes, ErrScopeFull)
+			}
+			return server.Result{}, fmt.Errorf("memstore: the store holds its bound (%d entries or %d bytes), none expired: %w",
+				s.maxEntries, s.maxBytes, ErrFull)
 		}
 		s.sweepAll()
+		swept = true
 	}
 }
 
 // begin answers from an existing live entry, or claims (scope, key) under a
 // new owner token of the shard. It returns the entry of a replay (whose record
-// the caller copies outside the lock) or the new claim; nil otherwise.
-func (s *Store) begin(sh *shard, k recordKey, req server.Request) (server.Result, *entry, beginState) {
+// the caller copies outside the lock), the new claim, or, when mayWait and
+// another owner holds the claim, that claim and the channel closed when it is
+// recorded or released; nil otherwise.
+func (s *Store) begin(sh *shard, k recordKey, req server.Request, mayWait bool) (server.Result, *entry, <-chan struct{}, beginState) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	now := s.clock()
 	if e := sh.m[k]; e != nil {
 		if e.owner != 0 || now < e.deadline {
 			if e.fingerprint != req.Fingerprint {
-				return server.Result{Outcome: server.OutcomeMismatch}, nil, answered
+				return server.Result{Outcome: server.OutcomeMismatch}, nil, nil, answered
+			}
+			if e.owner != 0 && mayWait {
+				if e.done == nil { // the first waiter makes the channel
+					e.done = make(chan struct{})
+				}
+				return server.Result{}, e, e.done, waiting
 			}
 			if e.owner != 0 {
-				return server.Result{Outcome: server.OutcomeInProgress, RetryAfter: retryAfter(e, now)}, nil, answered
+				return server.Result{Outcome: server.OutcomeInProgress, RetryAfter: retryAfter(e, now)}, nil, nil, answered
 			}
-			return server.Result{Outcome: server.OutcomeReplayed}, e, answered
+			return server.Result{Outcome: server.OutcomeReplayed}, e, nil, answered
 		}
 		sh.remove(e) // expired: the key is a new operation
-		s.freed(1)
+		s.forget(e, true)
 	}
-	s.freed(sh.sweep(now, insertSweep))
-	if !s.reserve() {
-		s.freed(sh.sweep(now, fullSweep))
-		if !s.reserve() {
-			return server.Result{}, nil, full
+	sh.sweep(now, insertSweep, s.evict)
+	cost := claimCost(k, req.Fingerprint)
+	q := s.reserve(k.scope, cost)
+	if q != reserved {
+		sh.sweep(now, fullSweep, s.evict)
+		if q = s.reserve(k.scope, cost); q == storeFull {
+			return server.Result{}, nil, nil, full
+		} else if q == scopeFull {
+			return server.Result{}, nil, nil, overQuota
 		}
 	}
 	sh.tokens++ // never 0, which marks a record
-	e := &entry{key: k, fingerprint: req.Fingerprint, owner: sh.tokens, deadline: after(now, req.LockTTL), index: -1}
+	e := &entry{key: k, fingerprint: req.Fingerprint, owner: sh.tokens, deadline: after(now, req.LockTTL), index: -1,
+		cost: cost}
 	sh.m[k] = e
-	return server.Result{}, e, claimed
+	return server.Result{}, e, nil, claimed
+}
+
+// lease returns the Retry-After of claim e: its remaining lease.
+func (s *Store) lease(sh *shard, e *entry) time.Duration {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return retryAfter(e, s.clock())
 }
 
 // execute runs the handler under token's claim e, then records or releases it.
@@ -168,11 +224,17 @@ func (s *Store) finish(sh *shard, e *entry, token uint64, resp *server.Response,
 	if e.owner != token {
 		return false
 	}
+	if e.done != nil { // wake the waiters: they replay, or claim the key
+		close(e.done)
+	}
 	if resp == nil {
 		delete(sh.m, e.key)
-		s.entries.Add(-1)
+		s.forget(e, false)
 		return true
 	}
+	recorded := int64(len(e.stored.data))
+	e.cost += recorded
+	s.grow(e.key.scope, recorded)
 	e.owner = 0
 	e.resp = &e.stored
 	e.deadline = after(s.clock(), ttl)
@@ -191,33 +253,14 @@ func (s *Store) sweepAll() {
 		}
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n := sh.sweep(now, fullSweep-removed)
+		n := sh.sweep(now, fullSweep-removed, s.evict)
 		sh.mu.Unlock()
-		s.freed(n)
 		removed += n
 	}
 }
 
-// reserve takes one slot of the capacity, or reports false if none is left.
-func (s *Store) reserve() bool {
-	for {
-		n := s.entries.Load()
-		if n >= s.maxEntries {
-			return false
-		}
-		if s.entries.CompareAndSwap(n, n+1) {
-			return true
-		}
-	}
-}
-
-// freed accounts for n expired records removed.
-func (s *Store) freed(n int) {
-	if n > 0 {
-		s.entries.Add(int64(-n))
-		s.evictions.Add(uint64(n))
-	}
-}
+// evict accounts for an expired record that a sweep removed.
+func (s *Store) evict(e *entry) { s.forget(e, true) }
 
 // shardFor picks k's shard from a seeded hash of its key and scope.
 func (s *Store) shardFor(k recordKey) *shard {

@@ -283,7 +283,7 @@ func TestExpiry(t *testing.T) {
 func TestFullFailsClosed(t *testing.T) {
 	t.Parallel()
 	clock := newFakeClock()
-	s := New(WithClock(clock.Now), WithMaxEntries(3))
+	s := New(WithClock(clock.Now), WithMaxEntries(3), WithScopeShare(1))
 	runs := 0
 	withTTL := func(key string, ttl time.Duration) server.Request {
 		r := request(key, "fp")
@@ -319,14 +319,19 @@ func TestFullFailsClosed(t *testing.T) {
 			t.Errorf("%s: %v, want replayed (a live record was evicted)", k, res.Outcome)
 		}
 	}
-	if want := (Stats{Entries: 3, Evictions: 1, FullRefusals: 2}); s.Stats() != want {
-		t.Errorf("stats = %+v, want %+v", s.Stats(), want)
+	got := s.Stats()
+	if got.Bytes != s.sumCosts() {
+		t.Errorf("stats Bytes = %d, want the %d its entries cost", got.Bytes, s.sumCosts())
+	}
+	got.Bytes = 0
+	if want := (Stats{Entries: 3, Evictions: 1, FullRefusals: 2}); got != want {
+		t.Errorf("stats = %+v, want %+v", got, want)
 	}
 }
 
 func TestFullCountsClaims(t *testing.T) {
 	t.Parallel()
-	s := New(WithMaxEntries(1))
+	s := New(WithMaxEntries(1), WithScopeShare(1))
 	runs := 0
 	var inner error
 	mustDo(t, s, request("a", "fp"), func(context.Context) (*server.Response, bool) {
@@ -348,7 +353,7 @@ func TestFullSweepsOtherShards(t *testing.T) {
 	t.Parallel()
 	clock := newFakeClock()
 	const n = 200
-	s := New(WithClock(clock.Now), WithMaxEntries(n))
+	s := New(WithClock(clock.Now), WithMaxEntries(n), WithScopeShare(1))
 	runs := 0
 	for i := range n {
 		mustDo(t, s, request(fmt.Sprint("k", i), "fp"), respond(&runs, sampleResponse(), true))

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
+	pgpayments "github.com/idemkit/idem/internal/demo/pgledger"
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/pgstore"
 	"github.com/idemkit/idem/server/pgstore/internal/pgtest"
-	"github.com/idemkit/idem/server/pgstore/pgpayments"
 )
 
 func TestDoConcurrentDuplicatesRunOnce(t *testing.T) {

@@ -8,10 +8,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/idemkit/idem/internal/demo/payments"
+	pgpayments "github.com/idemkit/idem/internal/demo/pgledger"
 	"github.com/idemkit/idem/server"
-	"github.com/idemkit/idem/server/payments"
 	"github.com/idemkit/idem/server/pgstore"
-	"github.com/idemkit/idem/server/pgstore/pgpayments"
 )
 
 // The payments API protected by a PostgreSQL store: each payment and its

@@ -9,11 +9,11 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/idemkit/idem/internal/demo/payments"
+	pgpayments "github.com/idemkit/idem/internal/demo/pgledger"
 	"github.com/idemkit/idem/server"
-	"github.com/idemkit/idem/server/payments"
 	"github.com/idemkit/idem/server/pgstore"
 	"github.com/idemkit/idem/server/pgstore/internal/pgtest"
-	"github.com/idemkit/idem/server/pgstore/pgpayments"
 )
 
 // env is one test's store, ledger and pool, on tables of its own.

@@ -10,8 +10,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/idemkit/idem/internal/demo/payments"
 	"github.com/idemkit/idem/server"
-	"github.com/idemkit/idem/server/payments"
 	"github.com/idemkit/idem/server/pgstore/internal/pgtest"
 )
 

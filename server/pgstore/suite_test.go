@@ -1,6 +1,7 @@
 package pgstore_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -10,7 +11,7 @@ import (
 )
 
 // TestContract runs the store contract suite against PostgreSQL: each scenario
-// gets fresh tables, a payments ledger that writes through pgstore.Tx (so the
+// gets fresh tables, effects written as payments through pgstore.Tx (so the
 // payment and the record commit together: Transactional), and an Advance that
 // shifts the table's timestamps back, the store's clock being the server's.
 func TestContract(t *testing.T) {
@@ -21,8 +22,22 @@ func TestContract(t *testing.T) {
 		return storetest.Fixture{
 			Store:         e.store,
 			Advance:       func(d time.Duration) { pgtest.Advance(t, pool, e.table, d) },
-			Ledger:        e.ledger,
+			Effects:       ledgerEffects{e},
 			Transactional: true,
 		}
 	})
+}
+
+// ledgerEffects records the suite handler's effects as payments of the
+// operation (the customer), through the request's pgstore transaction.
+type ledgerEffects struct{ e env }
+
+func (l ledgerEffects) Insert(ctx context.Context, op string) error {
+	p := paymentFor(ctx)
+	p.Customer = op
+	return l.e.ledger.Insert(ctx, p)
+}
+
+func (l ledgerEffects) Count(ctx context.Context, op string) (int, error) {
+	return l.e.ledger.Count(ctx, op)
 }

@@ -9,8 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/idemkit/idem/internal/demo/payments"
 	"github.com/idemkit/idem/server"
-	"github.com/idemkit/idem/server/payments"
 )
 
 // BenchmarkMiddleware measures POST /payments over loopback HTTP: the bare

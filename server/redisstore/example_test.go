@@ -6,8 +6,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemkit/idem/internal/demo/payments"
 	"github.com/idemkit/idem/server"
-	"github.com/idemkit/idem/server/payments"
 	"github.com/idemkit/idem/server/redisstore"
 )
 

@@ -9,8 +9,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/idemkit/idem/internal/demo/payments"
 	"github.com/idemkit/idem/server"
-	"github.com/idemkit/idem/server/payments"
 )
 
 type httpReply struct {

@@ -17,31 +17,29 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/server"
-	"github.com/idemkit/idem/server/payments"
 )
 
 // waitLimit bounds every wait of the suite, so that a broken store fails a
 // scenario instead of hanging it.
 const waitLimit = 15 * time.Second
 
-// Headers the suite's handler sets around the payments handler, to check which
-// ones are replayed.
+// Headers the suite sets around its handler, to check which ones are replayed.
 const (
 	fixedDate  = "Mon, 02 Jan 2006 15:04:05 GMT"
 	cookie     = "session=s1; Path=/"
-	etag       = `"payment-v1"`
+	etag       = `"op-v1"`
 	privateHdr = "X-Not-Stored"
 )
 
-// env is one scenario's world: a ledger, the observed store, the middleware,
-// the payments API on an httptest server, and a client.
+// env is one scenario's world: the effects, the observed store, the
+// middleware, the suite's handler on an httptest server, and a client.
 type env struct {
-	t        *testing.T
-	f        Fixture
-	obs      *observer
-	srv      *httptest.Server
-	client   *http.Client
-	customer string
+	t      *testing.T
+	f      Fixture
+	obs    *observer
+	srv    *httptest.Server
+	client *http.Client
+	op     string // the scenario's operation, whose effects are counted
 
 	mu          sync.Mutex
 	beforeWrite func(r *http.Request) error
@@ -52,32 +50,22 @@ type env struct {
 
 func newEnv(t *testing.T, f Fixture, opts ...server.Option) *env {
 	t.Helper()
-	e := &env{t: t, f: f, obs: newObserver(f.Store), customer: "c" + randomHex(8)}
-	api := &payments.API{
-		Ledger: f.Ledger,
-		BeforeWrite: func(r *http.Request) error {
-			if h := e.hooks().beforeWrite; h != nil {
-				return h(r)
-			}
-			return nil
-		},
-		AfterWrite: func(r *http.Request) {
-			if h := e.hooks().afterWrite; h != nil {
-				h(r)
-			}
-		},
-	}
+	e := &env{t: t, f: f, obs: newObserver(f.Store), op: "op" + randomHex(8)}
+	handler := effectHandler(f.Effects, func() hooks {
+		h := e.hooks()
+		return hooks{beforeWrite: h.beforeWrite, afterWrite: h.afterWrite}
+	})
 	create := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("Set-Cookie", cookie)
 		h.Set("Date", fixedDate)
 		h.Set("ETag", etag)
 		h.Set(privateHdr, "1")
-		api.Create(w, r)
+		handler.ServeHTTP(w, r)
 	})
 	protected := server.Middleware(e.obs, opts...)(create)
 	mux := http.NewServeMux()
-	mux.Handle("POST /payments", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("POST /ops", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if h := e.hooks().onOuter; h != nil {
 			h(r)
 		}
@@ -176,26 +164,26 @@ func (g *gate) wait(t *testing.T, what string) {
 	}
 }
 
-// body returns a valid payment request body for the scenario's customer.
+// body returns a valid request body for the scenario's operation.
 func (e *env) body(amount int64) string {
-	return fmt.Sprintf(`{"customer":%q,"amount":%d,"currency":"EUR"}`, e.customer, amount)
+	return fmt.Sprintf(`{"op":%q,"amount":%d,"currency":"EUR"}`, e.op, amount)
 }
 
-// payments counts the scenario customer's payments in the ledger.
-func (e *env) payments() int {
+// effects counts the scenario operation's effects.
+func (e *env) effects() int {
 	e.t.Helper()
-	ps, err := e.f.Ledger.List(context.Background(), e.customer)
+	n, err := e.f.Effects.Count(context.Background(), e.op)
 	if err != nil {
-		e.t.Fatalf("ledger List: %v", err)
+		e.t.Fatalf("Effects.Count: %v", err)
 	}
-	return len(ps)
+	return n
 }
 
-// wantPayments checks the payment count.
-func (e *env) wantPayments(want int) {
+// wantEffects checks the effect count.
+func (e *env) wantEffects(want int) {
 	e.t.Helper()
-	if got := e.payments(); got != want {
-		e.t.Errorf("ledger holds %d payments for the operation, want %d", got, want)
+	if got := e.effects(); got != want {
+		e.t.Errorf("%d effects recorded for the operation, want %d", got, want)
 	}
 }
 
@@ -225,6 +213,11 @@ func withBearer(tok string) reqOpt {
 	return func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+tok) }
 }
 
+// withPrefer sets the Prefer header (RFC 7240).
+func withPrefer(v string) reqOpt {
+	return func(r *http.Request) { r.Header.Set(server.HeaderPrefer, v) }
+}
+
 // chunked sends the body without a Content-Length.
 func chunked() reqOpt {
 	return func(r *http.Request) {
@@ -234,13 +227,13 @@ func chunked() reqOpt {
 	}
 }
 
-// post sends POST /payments.
+// post sends POST /ops.
 func (e *env) post(body string, opts ...reqOpt) reply {
 	return e.postCtx(context.Background(), body, opts...)
 }
 
 func (e *env) postCtx(ctx context.Context, body string, opts ...reqOpt) reply {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.srv.URL+"/payments", strings.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.srv.URL+"/ops", strings.NewReader(body))
 	if err != nil {
 		return reply{Err: err}
 	}
@@ -327,6 +320,28 @@ func wantRetryAfter(t *testing.T, r reply, what string) {
 	var n int
 	if _, err := fmt.Sscanf(v, "%d", &n); err != nil || n < 1 {
 		t.Errorf("%s: Retry-After %q, want a positive number of seconds", what, v)
+	}
+}
+
+// wantRetryAfterAtMost checks that r carries a Retry-After of at least one
+// second and no more than lease (rounded up to whole seconds).
+func wantRetryAfterAtMost(t *testing.T, r reply, lease time.Duration, what string) {
+	t.Helper()
+	wantRetryAfter(t, r, what)
+	var n int
+	if _, err := fmt.Sscanf(r.Header.Get("Retry-After"), "%d", &n); err == nil && time.Duration(n)*time.Second > lease.Round(time.Second) {
+		t.Errorf("%s: Retry-After %ds is longer than the %v lease", what, n, lease)
+	}
+}
+
+// wantLeaseRetryAfter checks that every in-progress Result the store gave
+// had a RetryAfter no longer than the request's LockTTL.
+func (e *env) wantLeaseRetryAfter(lockTTL time.Duration) {
+	e.t.Helper()
+	for _, d := range e.obs.snapshot().inProgressRetryAfter {
+		if d > lockTTL {
+			e.t.Errorf("the store said in progress with RetryAfter %v, longer than the %v lease", d, lockTTL)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -26,6 +27,8 @@ type counts struct {
 	returned int // Do calls returned
 	errors   int
 	outcomes map[server.Outcome]int
+	// inProgressRetryAfter lists the RetryAfter of every in-progress Result.
+	inProgressRetryAfter []time.Duration
 }
 
 func newObserver(s server.Store) *observer {
@@ -42,6 +45,9 @@ func (o *observer) Do(ctx context.Context, req server.Request, run server.RunFun
 			c.errors++
 		} else {
 			c.outcomes[res.Outcome]++
+			if res.Outcome == server.OutcomeInProgress {
+				c.inProgressRetryAfter = append(c.inProgressRetryAfter, res.RetryAfter)
+			}
 		}
 	})
 	return res, err
@@ -64,6 +70,7 @@ func (o *observer) snapshot() counts {
 	for k, v := range o.counts.outcomes {
 		c.outcomes[k] = v
 	}
+	c.inProgressRetryAfter = slices.Clone(o.counts.inProgressRetryAfter)
 	return c
 }
 

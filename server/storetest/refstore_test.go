@@ -2,9 +2,11 @@ package storetest_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/idemkit/idem/server"
@@ -20,12 +22,17 @@ const (
 	keepsFailures flaw = "keeps-failures" // records responses that run said not to keep
 	ignoresScope  flaw = "ignores-scope"  // one namespace for every scope
 	neverExpires  flaw = "never-expires"  // ignores the TTL
+	neverWaits    flaw = "never-waits"    // ignores Request.Wait: answers in progress at once
+	waitsForever  flaw = "waits-forever"  // waits out Request.Wait even when the client left
+	releasesLost  flaw = "releases-lost"  // releases a claim whose response it could not record
 )
 
 // refStore is a small, obviously correct in-memory Store (unless given a
 // flaw), on a fake clock. It keeps a claim for as long as run runs.
 type refStore struct {
 	flaw flaw
+	// broken makes the next record fail (see breakRecord).
+	broken bool
 
 	mu    sync.Mutex
 	now   time.Time
@@ -38,6 +45,8 @@ type item struct {
 	owner       uint64 // non-zero while claimed
 	resp        *server.Response
 	expires     time.Time
+	done        chan struct{} // closed when the claim is recorded or released
+	unknown     bool          // the run's response could not be recorded
 }
 
 func newRefStore(f flaw) *refStore {
@@ -51,6 +60,33 @@ func (s *refStore) advance(d time.Duration) {
 }
 
 func (s *refStore) Do(ctx context.Context, req server.Request, run server.RunFunc) (server.Result, error) {
+	wait := req.Wait
+	if s.flaw == neverWaits {
+		wait = 0
+	}
+	waitOver := time.After(wait)
+	for {
+		res, done, err := s.try(ctx, req, run, wait > 0)
+		if done == nil {
+			return res, err
+		}
+		stop := ctx.Done()
+		if s.flaw == waitsForever {
+			stop = nil
+		}
+		select {
+		case <-done:
+		case <-waitOver:
+			wait = 0
+		case <-stop:
+			return server.Result{Outcome: server.OutcomeInProgress, RetryAfter: req.LockTTL}, nil
+		}
+	}
+}
+
+// try answers, claims and runs, or, when mayWait and the key is claimed,
+// returns the claim's done channel to wait on.
+func (s *refStore) try(ctx context.Context, req server.Request, run server.RunFunc, mayWait bool) (server.Result, <-chan struct{}, error) {
 	k := [2]string{req.Scope, req.Key}
 	if s.flaw == ignoresScope {
 		k[0] = ""
@@ -62,21 +98,27 @@ func (s *refStore) Do(ctx context.Context, req server.Request, run server.RunFun
 		it = nil
 	}
 	switch {
+	case it != nil && it.unknown:
+		s.mu.Unlock()
+		return server.Result{Outcome: server.OutcomeUnknown}, nil, nil
 	case it != nil && it.fingerprint != req.Fingerprint:
 		s.mu.Unlock()
-		return server.Result{Outcome: server.OutcomeMismatch}, nil
+		return server.Result{Outcome: server.OutcomeMismatch}, nil, nil
+	case it != nil && it.owner != 0 && s.flaw != ignoresClaims && mayWait:
+		s.mu.Unlock()
+		return server.Result{}, it.done, nil
 	case it != nil && it.owner != 0 && s.flaw != ignoresClaims:
 		s.mu.Unlock()
-		return server.Result{Outcome: server.OutcomeInProgress, RetryAfter: req.LockTTL}, nil
+		return server.Result{Outcome: server.OutcomeInProgress, RetryAfter: req.LockTTL}, nil, nil
 	case it != nil && it.owner == 0:
 		resp := clone(it.resp)
 		s.mu.Unlock()
-		return server.Result{Outcome: server.OutcomeReplayed, Response: resp}, nil
+		return server.Result{Outcome: server.OutcomeReplayed, Response: resp}, nil, nil
 	}
 	s.next++
 	token := s.next
 	if s.flaw != ignoresClaims || it == nil {
-		s.items[k] = &item{fingerprint: req.Fingerprint, owner: token}
+		s.items[k] = &item{fingerprint: req.Fingerprint, owner: token, done: make(chan struct{})}
 	}
 	s.mu.Unlock()
 
@@ -88,12 +130,28 @@ func (s *refStore) Do(ctx context.Context, req server.Request, run server.RunFun
 	}()
 	resp, keep := run(ctx)
 	done = true
-	s.finish(k, token, resp, keep, req.TTL)
-	return server.Result{Outcome: server.OutcomeExecuted, Response: resp}, nil
+	if err := s.finish(k, token, resp, keep, req.TTL); err != nil {
+		return server.Result{}, nil, err
+	}
+	return server.Result{Outcome: server.OutcomeExecuted, Response: resp}, nil, nil
+}
+
+// breakRecord makes the next record fail, until repaired.
+func (s *refStore) breakRecord(*testing.T) func() {
+	s.mu.Lock()
+	s.broken = true
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		s.broken = false
+		s.mu.Unlock()
+	}
 }
 
 // finish records or releases token's claim (a compare-and-set on the owner).
-func (s *refStore) finish(k [2]string, token uint64, resp *server.Response, keep bool, ttl time.Duration) {
+// A broken store cannot record: it marks the key outcome unknown (or, with
+// the releasesLost flaw, releases it) and returns ErrNotRecorded.
+func (s *refStore) finish(k [2]string, token uint64, resp *server.Response, keep bool, ttl time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	it := s.items[k]
@@ -101,13 +159,23 @@ func (s *refStore) finish(k [2]string, token uint64, resp *server.Response, keep
 		it.owner = token // the flaw: last writer wins
 	}
 	if it == nil || it.owner != token {
-		return
+		return nil
+	}
+	close(it.done)
+	if s.broken && keep && resp != nil {
+		if s.flaw == releasesLost {
+			delete(s.items, k)
+		} else {
+			it.owner, it.unknown, it.expires = 0, true, s.now.Add(ttl)
+		}
+		return fmt.Errorf("refstore: cannot record: %w", server.ErrNotRecorded)
 	}
 	if s.flaw == neverRecords || (!keep && s.flaw != keepsFailures) || resp == nil {
 		delete(s.items, k)
-		return
+		return nil
 	}
 	it.owner, it.resp, it.expires = 0, clone(resp), s.now.Add(ttl)
+	return nil
 }
 
 func clone(r *server.Response) *server.Response {

@@ -40,7 +40,7 @@ func testReplay(t *testing.T, f Fixture) {
 	if again.Header.Get("Date") == fixedDate {
 		t.Errorf("replay carries the stored Date %q", fixedDate)
 	}
-	e.wantPayments(1)
+	e.wantEffects(1)
 	if c := e.obs.snapshot(); c.outcomes[server.OutcomeExecuted] != 1 || c.outcomes[server.OutcomeReplayed] != 1 {
 		t.Errorf("store outcomes %v, want one executed and one replayed", c.outcomes)
 	}
@@ -59,18 +59,18 @@ func testMismatch(t *testing.T, f Fixture) {
 		wantProblem(t, e.post(reindent(body), withKey("mm-1")), http.StatusUnprocessableEntity, server.ProblemMismatch,
 			"same key, same JSON with other whitespace (exact-body fingerprint)")
 		wantReplayOf(t, e.post(body, withKey("mm-1")), first, "same key, same body after mismatches")
-		e.wantPayments(1)
+		e.wantEffects(1)
 	})
 	t.Run("canonical_json", func(t *testing.T) {
 		e := newEnv(t, f, server.WithFingerprint(server.CanonicalJSON))
 		body := e.body(800)
 		first := e.post(body, withKey("mm-2"))
 		wantExecuted(t, first, "first request")
-		reordered := `{ "currency": "EUR",` + "\n\t" + `"amount": 800, "customer": "` + e.customer + `" }`
+		reordered := `{ "currency": "EUR",` + "\n\t" + `"amount": 800, "op": "` + e.op + `" }`
 		wantReplayOf(t, e.post(reordered, withKey("mm-2")), first, "same JSON reordered and re-indented")
 		wantProblem(t, e.post(e.body(801), withKey("mm-2")), http.StatusUnprocessableEntity, server.ProblemMismatch,
 			"same key, other amount")
-		e.wantPayments(1)
+		e.wantEffects(1)
 	})
 }
 
@@ -104,7 +104,7 @@ func testKeys(t *testing.T, f Fixture) {
 	if c := e.obs.snapshot(); c.calls != 0 {
 		t.Errorf("the store was asked %d times for requests with bad keys", c.calls)
 	}
-	e.wantPayments(0)
+	e.wantEffects(0)
 
 	t.Run("longest", func(t *testing.T) {
 		wantExecuted(t, e.post(body, withKey(strings.Repeat("k", server.MaxKeyLength))), "255-character key")
@@ -116,7 +116,7 @@ func testKeys(t *testing.T, f Fixture) {
 		wantReplayOf(t, e.post(b, withKey("same-key")), first, "same-key (raw) after the quoted form")
 		wantReplayOf(t, e.post(b, withKey(` "same-key"  `)), first, "quoted form with whitespace around")
 	})
-	e.wantPayments(2)
+	e.wantEffects(2)
 }
 
 // testExpiry: a record lives for the TTL; after it the key is new.
@@ -128,14 +128,15 @@ func testExpiry(t *testing.T, f Fixture) {
 	wantExecuted(t, first, "first request")
 	f.Advance(ttl / 2)
 	wantReplayOf(t, e.post(body, withKey("exp-1")), first, "retry within the TTL")
-	e.wantPayments(1)
+	e.wantEffects(1)
 	f.Advance(ttl/2 + time.Minute)
 	wantExecuted(t, e.post(body, withKey("exp-1")), "same key after the TTL")
-	e.wantPayments(2)
+	e.wantEffects(2)
 }
 
-// testScopes: one key under two bearer tokens is two operations, and neither
-// caller ever sees the other's response.
+// testScopes: one key under two bearer tokens is two operations, neither
+// caller ever sees the other's response, and a caller without credentials is
+// refused (401) before the store is asked.
 func testScopes(t *testing.T, f Fixture) {
 	e := newEnv(t, f, server.WithScope(server.BearerScope))
 	body := e.body(1200)
@@ -143,21 +144,24 @@ func testScopes(t *testing.T, f Fixture) {
 	wantExecuted(t, a, "token A")
 	b := e.post(body, withKey("shared"), withBearer("token-b"))
 	wantExecuted(t, b, "token B, same key")
-	anon := e.post(body, withKey("shared"))
-	wantExecuted(t, anon, "no token, same key")
-	if string(a.Body) == string(b.Body) || string(a.Body) == string(anon.Body) {
-		t.Errorf("two scopes share a response: %s / %s / %s", a.Body, b.Body, anon.Body)
+	if string(a.Body) == string(b.Body) {
+		t.Errorf("two scopes share a response: %s / %s", a.Body, b.Body)
+	}
+	calls := e.obs.snapshot().calls
+	wantProblem(t, e.post(body, withKey("shared")), http.StatusUnauthorized, server.ProblemUnauthenticated, "no token, same key")
+	if c := e.obs.snapshot().calls; c != calls {
+		t.Errorf("the store was asked for a request without credentials")
 	}
 	wantReplayOf(t, e.post(body, withKey("shared"), withBearer("token-a")), a, "token A again")
 	wantReplayOf(t, e.post(body, withKey("shared"), withBearer("token-b")), b, "token B again")
-	e.wantPayments(3)
+	e.wantEffects(2)
 }
 
 // testBodyTooLarge: a body over the limit is a 413 and claims nothing.
 func testBodyTooLarge(t *testing.T, f Fixture) {
 	const limit = 256
 	e := newEnv(t, f, server.WithMaxBodyBytes(limit))
-	big := `{"customer":"` + e.customer + `","amount":5,"currency":"EUR","pad":"` + strings.Repeat("x", 2*limit) + `"}`
+	big := `{"op":"` + e.op + `","amount":5,"currency":"EUR","pad":"` + strings.Repeat("x", 2*limit) + `"}`
 	wantProblem(t, e.post(big, withKey("big-1")), http.StatusRequestEntityTooLarge, server.ProblemBodyTooLarge,
 		"body over the limit, with Content-Length")
 	wantProblem(t, e.post(big, withKey("big-1"), chunked()), http.StatusRequestEntityTooLarge, server.ProblemBodyTooLarge,
@@ -166,7 +170,7 @@ func testBodyTooLarge(t *testing.T, f Fixture) {
 		t.Errorf("the store was asked %d times for bodies over the limit", c.calls)
 	}
 	wantExecuted(t, e.post(e.body(5), withKey("big-1")), "same key with a body within the limit")
-	e.wantPayments(1)
+	e.wantEffects(1)
 }
 
 // reindent rewrites a compact JSON object with other whitespace.

@@ -14,11 +14,10 @@ import (
 // exactly one runs the handler. The handler holds its business write until
 // the store has answered the nine others (or until a second request reaches
 // the handler, which is the failure), so the requests really overlap. The
-// others are told in progress (or, from a store that waits a bounded time
-// internally, get the replay; such a wait must end within 15 s).
+// others, which may not wait (Request.Wait 0), are told in progress.
 func testConcurrent(t *testing.T, f Fixture) {
 	const n = 10
-	e := newEnv(t, f)
+	e := newEnv(t, f, server.WithInProgressWait(0))
 	body := e.body(2500)
 	entered := make(chan struct{}, n)
 	release := e.newGate()
@@ -85,69 +84,46 @@ wait:
 		wantReplayOf(t, r, executed[0], "concurrent duplicate")
 	}
 	wantReplayOf(t, e.post(body, withKey("race-1")), executed[0], "retry after the race")
-	e.wantPayments(1)
+	e.wantEffects(1)
 }
 
-// testInProgress: a retry while the first request still runs is a 409 with
-// Retry-After (or, with WithInProgressWait, waits and gets the replay).
+// testInProgress: a retry that may not wait (Request.Wait 0, by the
+// server's setting or the client's Prefer: wait=0) while the first request
+// still runs is a 409 at once, with a Retry-After no longer than the lease.
 func testInProgress(t *testing.T, f Fixture) {
-	t.Run("answer_409", func(t *testing.T) {
-		e := newEnv(t, f)
-		body := e.body(4000)
-		entered, release := e.blockFirstWrite()
-		firstC := make(chan reply, 1)
-		go func() { firstC <- e.post(body, withKey("slow-1")) }()
-		entered.wait(t, "the first request to reach the business write")
+	const lockTTL = 4 * time.Second
+	for _, c := range []struct {
+		name string
+		opts []server.Option
+		req  []reqOpt
+	}{
+		{"server_wait_0", []server.Option{server.WithInProgressWait(0)}, nil},
+		{"prefer_wait_0", nil, []reqOpt{withPrefer("wait=0")}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, f, append(c.opts, server.WithLockTTL(lockTTL))...)
+			body := e.body(4000)
+			entered, release := e.blockFirstWrite()
+			firstC := make(chan reply, 1)
+			go func() { firstC <- e.post(body, withKey("slow-"+c.name)) }()
+			entered.wait(t, "the first request to reach the business write")
 
-		dup := e.post(body, withKey("slow-1"))
-		wantProblem(t, dup, http.StatusConflict, server.ProblemInProgress, "duplicate while the first runs")
-		wantRetryAfter(t, dup, "duplicate while the first runs")
-		wantProblem(t, e.post(e.body(4001), withKey("slow-1")), http.StatusUnprocessableEntity, server.ProblemMismatch,
-			"other request with the key while the first runs")
+			dupC := make(chan reply, 1)
+			go func() { dupC <- e.post(body, append(c.req, withKey("slow-"+c.name))...) }()
+			dup := recv(t, dupC, "the duplicate that may not wait (the first request is still held)")
+			wantProblem(t, dup, http.StatusConflict, server.ProblemInProgress, "duplicate while the first runs")
+			wantRetryAfterAtMost(t, dup, lockTTL, "duplicate while the first runs")
+			e.wantLeaseRetryAfter(lockTTL)
+			wantProblem(t, e.post(e.body(4001), append(c.req, withKey("slow-"+c.name))...), http.StatusUnprocessableEntity,
+				server.ProblemMismatch, "other request with the key while the first runs")
 
-		release.open()
-		first := recv(t, firstC, "the first request")
-		wantExecuted(t, first, "first request")
-		wantReplayOf(t, e.post(body, withKey("slow-1")), first, "retry after the first finished")
-		e.wantPayments(1)
-	})
-	t.Run("wait_and_replay", func(t *testing.T) {
-		e := newEnv(t, f, server.WithInProgressWait(waitLimit))
-		body := e.body(4100)
-		entered, release := e.blockFirstWrite()
-		firstC, dupC := make(chan reply, 1), make(chan reply, 1)
-		go func() { firstC <- e.post(body, withKey("slow-2")) }()
-		entered.wait(t, "the first request to reach the business write")
-		go func() { dupC <- e.post(body, withKey("slow-2")) }()
-		// Wait until the store told the duplicate "in progress" (the middleware
-		// then polls); a duplicate answered before that is a failure.
-		deadline := time.NewTimer(waitLimit)
-		defer deadline.Stop()
-		var early *reply
-	wait:
-		for {
-			c, changed := e.obs.current()
-			if c.outcomes[server.OutcomeInProgress] > 0 {
-				break
-			}
-			select {
-			case <-changed:
-			case r := <-dupC:
-				early = &r
-				break wait
-			case <-deadline.C:
-				t.Fatalf("timed out after %v waiting for the store to tell the duplicate the key is in progress", waitLimit)
-			}
-		}
-		release.open()
-		first := recv(t, firstC, "the first request")
-		wantExecuted(t, first, "first request")
-		if early != nil {
-			t.Fatalf("duplicate answered %v while the first request was still running, want it to wait", *early)
-		}
-		wantReplayOf(t, recv(t, dupC, "the waiting duplicate"), first, "duplicate that waited")
-		e.wantPayments(1)
-	})
+			release.open()
+			first := recv(t, firstC, "the first request")
+			wantExecuted(t, first, "first request")
+			wantReplayOf(t, e.post(body, withKey("slow-"+c.name)), first, "retry after the first finished")
+			e.wantEffects(1)
+		})
+	}
 }
 
 // testSlowHandler: a handler that runs more than twice as long as the lock TTL
@@ -157,7 +133,7 @@ func testInProgress(t *testing.T, f Fixture) {
 // renews it (Redis, every LockTTL/3) keeps a wide margin on a loaded machine.
 func testSlowHandler(t *testing.T, f Fixture) {
 	const lockTTL = time.Second
-	e := newEnv(t, f, server.WithLockTTL(lockTTL))
+	e := newEnv(t, f, server.WithLockTTL(lockTTL), server.WithInProgressWait(0))
 	body := e.body(5000)
 	entered, release := e.blockFirstWrite()
 	firstC := make(chan reply, 1)
@@ -173,7 +149,7 @@ func testSlowHandler(t *testing.T, f Fixture) {
 	first := recv(t, firstC, "the first request")
 	wantExecuted(t, first, "first request, slower than the lock TTL")
 	wantReplayOf(t, e.post(body, withKey("lease-1")), first, "retry after the slow first finished")
-	e.wantPayments(1)
+	e.wantEffects(1)
 }
 
 // testDisconnect: a client that goes away while the handler runs must not
@@ -227,7 +203,7 @@ func testDisconnect(t *testing.T, f Fixture) {
 	if retry.Err != nil || retry.Status != http.StatusCreated {
 		t.Errorf("retry after the client went away: got %v, want 201 (replayed or executed), never stuck", retry)
 	}
-	e.wantPayments(1)
+	e.wantEffects(1)
 }
 
 // recv receives one reply, failing the test after waitLimit.

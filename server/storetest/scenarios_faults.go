@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"sync"
 	"testing"
-
-	"github.com/idemkit/idem/server/payments"
 )
 
 // testServerError: a 5xx answer is not stored; the retry runs the handler
@@ -17,28 +15,28 @@ func testServerError(t *testing.T, f Fixture) {
 	var once sync.Once
 	e.setBeforeWrite(func(*http.Request) error {
 		var err error
-		once.Do(func() { err = errors.New("ledger briefly unavailable") })
+		once.Do(func() { err = errors.New("effect briefly refused") })
 		return err
 	})
 	failed := e.post(body, withKey("fail-1"))
 	if failed.Err != nil || failed.Status != http.StatusServiceUnavailable || failed.replayed() {
 		t.Errorf("first request: got %v, want the handler's own 503", failed)
 	}
-	if !jsonHasType(failed.Body, payments.ProblemLedger) {
+	if !jsonHasType(failed.Body, problemEffect) {
 		t.Errorf("first request: body %s is not the handler's problem", failed.Body)
 	}
-	e.wantPayments(0)
+	e.wantEffects(0)
 	ok := e.post(body, withKey("fail-1"))
 	wantExecuted(t, ok, "retry after a 5xx")
 	wantReplayOf(t, e.post(body, withKey("fail-1")), ok, "retry after the success")
-	e.wantPayments(1)
+	e.wantEffects(1)
 }
 
 // testPanic: a handler that panics after the business write releases the key
 // (the middleware passes the panic on, so the client sees the connection
-// aborted); the retry executes. With a transactional store the first payment
-// was rolled back (one payment); otherwise it stays: that is the documented
-// crash window (two payments), and the suite asserts exactly that.
+// aborted); the retry executes. With a transactional store the first effect
+// was rolled back (one effect); otherwise it stays: that is the documented
+// crash window (two effects), and the suite asserts exactly that.
 func testPanic(t *testing.T, f Fixture) {
 	e := newEnv(t, f)
 	body := e.body(8000)
@@ -56,6 +54,6 @@ func testPanic(t *testing.T, f Fixture) {
 	if f.Transactional {
 		want = 1
 	}
-	e.wantPayments(want)
+	e.wantEffects(want)
 	wantReplayOf(t, e.post(body, withKey("crash-1")), ok, "retry after the success")
 }

@@ -1,7 +1,8 @@
 // Package storetest is the contract suite every server.Store runs: the
 // scenarios of CONTRACT.md sections 3 and 4, played over a real HTTP server
-// through server.Middleware and the payments API, counting payments in the
-// ledger to prove that each logical operation happened at most once.
+// through server.Middleware and a small handler of the suite's own, counting
+// the handler's effects (Effects) to prove that each logical operation
+// happened at most once. It depends on nothing but package server.
 //
 // A store's test calls Run with a function that builds a fresh Fixture for each
 // scenario:
@@ -13,9 +14,16 @@
 //		})
 //	}
 //
+// A store passes only if it implements Request.Wait: a duplicate waits for
+// the owner without holding what the owner needs, replays when the owner
+// records, claims and runs when the owner releases (5xx, panic), stops when
+// its context ends, and answers in progress at once when Wait is zero, with a
+// RetryAfter no longer than the lease.
+//
 // The scenarios synchronise with channels and the fixture's Advance; only the
 // lock-TTL scenario waits on real time (a few hundred milliseconds), because
-// real time is what it is about.
+// real time is what it is about, and the wait scenarios watch 100 ms for a
+// duplicate answered too early (which a correct store never is).
 package storetest
 
 import (
@@ -23,7 +31,6 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/server"
-	"github.com/idemkit/idem/server/payments"
 )
 
 // Fixture is one isolated store under test.
@@ -33,13 +40,19 @@ type Fixture struct {
 	// Advance moves the store's notion of time forward by d (record expiry
 	// tests). Required.
 	Advance func(d time.Duration)
-	// Ledger receives the payments handler's business writes; nil means
-	// payments.NewMemLedger().
-	Ledger payments.Ledger
-	// Transactional reports that a Ledger write and the store's record commit or
+	// Effects records the handler's business writes; nil means a map in
+	// memory.
+	Effects Effects
+	// Transactional reports that an Effects write and the store's record commit or
 	// roll back together (PostgreSQL): a panic after the business write then
-	// leaves no payment.
+	// leaves no effect.
 	Transactional bool
+	// BreakRecord, when set, makes the store unable to record the response of
+	// the request in progress (a Redis server stopped, a PostgreSQL backend
+	// terminated) and returns a function that repairs it. The suite calls it
+	// from inside the handler, after the business write; the scenario
+	// outcome_unknown is skipped without it.
+	BreakRecord func(t *testing.T) (repair func())
 }
 
 // Scenario names, the subtests Run runs (in this order).
@@ -56,6 +69,13 @@ const (
 	ScenarioScopes       = "scopes"
 	ScenarioDisconnect   = "client_disconnect"
 	ScenarioBodyTooLarge = "body_too_large"
+	// Request.Wait: a duplicate waits for the first request.
+	ScenarioWaitLateAnswer    = "wait_late_answer"
+	ScenarioWaitOriginalFails = "wait_original_fails"
+	ScenarioWaitClientGone    = "wait_client_gone"
+	ScenarioConcurrentWait    = "concurrent_duplicates_wait"
+	// A store that cannot record after the handler's effect.
+	ScenarioOutcomeUnknown = "outcome_unknown"
 )
 
 type scenario struct {
@@ -76,12 +96,17 @@ var scenarios = []scenario{
 	{ScenarioScopes, testScopes},
 	{ScenarioDisconnect, testDisconnect},
 	{ScenarioBodyTooLarge, testBodyTooLarge},
+	{ScenarioWaitLateAnswer, testWaitLateAnswer},
+	{ScenarioWaitOriginalFails, testWaitOriginalFails},
+	{ScenarioWaitClientGone, testWaitClientGone},
+	{ScenarioConcurrentWait, testConcurrentWait},
+	{ScenarioOutcomeUnknown, testOutcomeUnknown},
 }
 
 // Run runs every scenario of CONTRACT.md sections 3 and 4 as a subtest, each
 // against a fresh fixture from newFixture (called once per subtest, so stores
 // can isolate with their own table or key prefix), through the real
-// server.Middleware and payments.API. Subtests run one after another, so a
+// server.Middleware and the suite's handler. Subtests run one after another, so a
 // fixture may share a clock or a database across calls.
 func Run(t *testing.T, newFixture func(t *testing.T) Fixture) {
 	t.Helper()
@@ -94,8 +119,8 @@ func Run(t *testing.T, newFixture func(t *testing.T) Fixture) {
 			if f.Store == nil || f.Advance == nil {
 				t.Fatal("storetest: Fixture.Store and Fixture.Advance are required")
 			}
-			if f.Ledger == nil {
-				f.Ledger = payments.NewMemLedger()
+			if f.Effects == nil {
+				f.Effects = newMemEffects()
 			}
 			s.run(t, f)
 		})

@@ -15,7 +15,7 @@ import (
 func TestRunPassesOnReferenceStore(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.Fixture {
 		s := newRefStore(sound)
-		return storetest.Fixture{Store: s, Advance: s.advance}
+		return storetest.Fixture{Store: s, Advance: s.advance, BreakRecord: s.breakRecord}
 	})
 }
 
@@ -31,7 +31,7 @@ func TestFlawedStoreHelper(t *testing.T) {
 	}
 	storetest.Run(t, func(t *testing.T) storetest.Fixture {
 		s := newRefStore(f)
-		return storetest.Fixture{Store: s, Advance: s.advance}
+		return storetest.Fixture{Store: s, Advance: s.advance, BreakRecord: s.breakRecord}
 	})
 }
 
@@ -52,6 +52,9 @@ func TestRunCatchesFlawedStores(t *testing.T) {
 		{keepsFailures, []string{storetest.ScenarioServerError, storetest.ScenarioPanic}},
 		{ignoresScope, []string{storetest.ScenarioScopes}},
 		{neverExpires, []string{storetest.ScenarioExpiry}},
+		{neverWaits, []string{storetest.ScenarioWaitLateAnswer, storetest.ScenarioWaitOriginalFails}},
+		{waitsForever, []string{storetest.ScenarioWaitClientGone}},
+		{releasesLost, []string{storetest.ScenarioOutcomeUnknown}},
 	}
 	failLine := regexp.MustCompile(`--- FAIL: TestFlawedStoreHelper/([^/\s]+) `)
 	for _, c := range cases {

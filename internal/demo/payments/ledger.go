@@ -13,6 +13,9 @@ type Payment struct {
 	Amount   int64     `json:"amount"`
 	Currency string    `json:"currency"`
 	Created  time.Time `json:"created"`
+	// Owner is the scope of the caller who made it (see API.Owner); it is
+	// never sent, and List answers a caller with its own payments only.
+	Owner string `json:"-"`
 }
 
 // A Ledger records payments. Insert is the business write: a ledger backed by

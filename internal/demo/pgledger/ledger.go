@@ -1,15 +1,16 @@
-// Package pgpayments is a payments.Ledger in PostgreSQL whose Insert joins the
-// pgstore transaction of the request, so a payment commits if and only if its
-// idempotency record does.
+// Package pgledger is the demo's payments.Ledger in PostgreSQL, whose Insert
+// joins the pgstore transaction of the request, so a payment commits if and
+// only if its idempotency record does. It is a module of its own (it needs pgx)
+// under internal/, like the rest of the demo: no library user imports it.
 //
 //	store, _ := pgstore.New(pool)
-//	ledger, _ := pgpayments.New(pool, "payments")
+//	ledger, _ := pgledger.New(pool, "payments")
 //	_ = store.Migrate(ctx)
 //	_ = ledger.Migrate(ctx)
 //	api := &payments.API{Ledger: ledger}
 //	mux.Handle("POST /payments", server.Middleware(store)(http.HandlerFunc(api.Create)))
 //	mux.HandleFunc("GET /payments", api.List)
-package pgpayments
+package pgledger
 
 import (
 	"context"
@@ -20,13 +21,13 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemkit/idem/server/payments"
+	"github.com/idemkit/idem/internal/demo/payments"
 	"github.com/idemkit/idem/server/pgstore"
 )
 
 // ErrInvalidTable is returned by New for a table name that is not a plain
 // lower-case SQL identifier.
-var ErrInvalidTable = errors.New("pgpayments: invalid table name")
+var ErrInvalidTable = errors.New("pgledger: invalid table name")
 
 var tableName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
@@ -52,8 +53,8 @@ func New(pool *pgxpool.Pool, table string) (*Ledger, error) {
 	return &Ledger{
 		pool: pool,
 		name: t,
-		ins:  "INSERT INTO " + t + " (id, customer, amount, currency, created) VALUES ($1, $2, $3, $4, $5)",
-		list: "SELECT id, customer, amount, currency, created FROM " + t +
+		ins:  "INSERT INTO " + t + " (id, customer, amount, currency, created, owner) VALUES ($1, $2, $3, $4, $5, $6)",
+		list: "SELECT id, customer, amount, currency, created, owner FROM " + t +
 			" WHERE $1 = '' OR customer = $1 ORDER BY seq",
 	}, nil
 }
@@ -66,8 +67,11 @@ func New(pool *pgxpool.Pool, table string) (*Ledger, error) {
 //	    customer text NOT NULL,
 //	    amount   bigint NOT NULL,
 //	    currency text NOT NULL,
-//	    created  timestamptz NOT NULL
+//	    created  timestamptz NOT NULL,
+//	    owner    text NOT NULL DEFAULT ''
 //	)
+//
+// and adds the owner column to a table an earlier version created.
 func (l *Ledger) Migrate(ctx context.Context) error {
 	err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "idem-migrate:"+l.name); err != nil {
@@ -79,12 +83,17 @@ func (l *Ledger) Migrate(ctx context.Context) error {
     customer text NOT NULL,
     amount   bigint NOT NULL,
     currency text NOT NULL,
-    created  timestamptz NOT NULL
+    created  timestamptz NOT NULL,
+    owner    text NOT NULL DEFAULT ''
 )`)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `ALTER TABLE `+l.name+` ADD COLUMN IF NOT EXISTS owner text NOT NULL DEFAULT ''`)
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("pgpayments: migrate: %w", err)
+		return fmt.Errorf("pgledger: migrate: %w", err)
 	}
 	return nil
 }
@@ -93,12 +102,12 @@ func (l *Ledger) Migrate(ctx context.Context) error {
 func (l *Ledger) Insert(ctx context.Context, p payments.Payment) error {
 	var err error
 	if tx := pgstore.Tx(ctx); tx != nil {
-		_, err = tx.Exec(ctx, l.ins, p.ID, p.Customer, p.Amount, p.Currency, p.Created)
+		_, err = tx.Exec(ctx, l.ins, p.ID, p.Customer, p.Amount, p.Currency, p.Created, p.Owner)
 	} else {
-		_, err = l.pool.Exec(ctx, l.ins, p.ID, p.Customer, p.Amount, p.Currency, p.Created)
+		_, err = l.pool.Exec(ctx, l.ins, p.ID, p.Customer, p.Amount, p.Currency, p.Created, p.Owner)
 	}
 	if err != nil {
-		return fmt.Errorf("pgpayments: insert: %w", err)
+		return fmt.Errorf("pgledger: insert: %w", err)
 	}
 	return nil
 }
@@ -114,16 +123,16 @@ func (l *Ledger) List(ctx context.Context, customer string) ([]payments.Payment,
 		rows, err = l.pool.Query(ctx, l.list, customer)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("pgpayments: list: %w", err)
+		return nil, fmt.Errorf("pgledger: list: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (payments.Payment, error) {
 		var p payments.Payment
-		err := r.Scan(&p.ID, &p.Customer, &p.Amount, &p.Currency, &p.Created)
+		err := r.Scan(&p.ID, &p.Customer, &p.Amount, &p.Currency, &p.Created, &p.Owner)
 		p.Created = p.Created.UTC()
 		return p, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("pgpayments: list: %w", err)
+		return nil, fmt.Errorf("pgledger: list: %w", err)
 	}
 	return out, nil
 }
@@ -133,7 +142,7 @@ func (l *Ledger) Count(ctx context.Context, customer string) (int, error) {
 	var n int
 	err := l.pool.QueryRow(ctx, "SELECT count(*) FROM "+l.name+" WHERE $1 = '' OR customer = $1", customer).Scan(&n)
 	if err != nil {
-		return 0, fmt.Errorf("pgpayments: count: %w", err)
+		return 0, fmt.Errorf("pgledger: count: %w", err)
 	}
 	return n, nil
 }

@@ -1,4 +1,4 @@
-package pgpayments_test
+package pgledger_test
 
 import (
 	"context"
@@ -7,16 +7,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idem/server/payments"
+	"github.com/idemkit/idem/internal/demo/payments"
+	"github.com/idemkit/idem/internal/demo/pgledger"
 	"github.com/idemkit/idem/server/pgstore"
-	"github.com/idemkit/idem/server/pgstore/internal/pgtest"
-	"github.com/idemkit/idem/server/pgstore/pgpayments"
 )
 
 func TestNewRejectsBadTables(t *testing.T) {
 	t.Parallel()
 	for _, name := range []string{"", "Payments", "pay-ments", `p"; DROP TABLE x; --`, "1p", "a.b"} {
-		if _, err := pgpayments.New(nil, name); !errors.Is(err, pgpayments.ErrInvalidTable) {
+		if _, err := pgledger.New(nil, name); !errors.Is(err, pgledger.ErrInvalidTable) {
 			t.Errorf("New(%q) = %v; want ErrInvalidTable", name, err)
 		}
 	}
@@ -24,8 +23,8 @@ func TestNewRejectsBadTables(t *testing.T) {
 
 func TestLedger(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.Pool(t, 4)
-	l, err := pgpayments.New(pool, pgtest.Table(t, pool, "pay_test"))
+	pool := testPool(t, 4)
+	l, err := pgledger.New(pool, testTable(t, pool, "pay_test"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +35,7 @@ func TestLedger(t *testing.T) {
 	at := time.Date(2025, 3, 1, 12, 0, 0, 123456000, time.UTC)
 	ps := []payments.Payment{
 		{ID: "p1", Customer: "a", Amount: 100, Currency: "EUR", Created: at},
-		{ID: "p2", Customer: "b", Amount: 200, Currency: "USD", Created: at.Add(time.Second)},
+		{ID: "p2", Customer: "b", Amount: 200, Currency: "USD", Created: at.Add(time.Second), Owner: "bearer:x"},
 		{ID: "p3", Customer: "a", Amount: 300, Currency: "EUR", Created: at.Add(2 * time.Second)},
 	}
 	for _, p := range ps {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/idemkit/idem/internal/problem"
 	"github.com/idemkit/idem/server"
 )
 
@@ -27,6 +28,9 @@ const (
 	ProblemLedger       = server.ProblemBase + "payments-ledger-failed"
 )
 
+// errNoOwner is what the Owner hook may return for a caller it cannot place.
+var errNoOwner = errors.New("payments: the caller has no scope")
+
 // API serves the payments endpoints. The zero value is not usable: Ledger is required.
 type API struct {
 	Ledger Ledger
@@ -36,6 +40,11 @@ type API struct {
 	// AfterWrite, if set, runs after the business write, before the response is
 	// written (fault injection uses it to crash or fail in the window).
 	AfterWrite func(r *http.Request)
+	// Owner returns the scope of the request's caller, the one the
+	// idempotency middleware keys its records by (server.BearerScope): each
+	// payment is stored with it, and List shows a caller its own payments
+	// only. An error answers 401. nil: one owner for everyone.
+	Owner func(r *http.Request) (string, error)
 	// NewID returns a payment id; default a random UUID.
 	NewID func() string
 	// Now returns the creation time; default time.Now.
@@ -79,20 +88,26 @@ func (a *API) Create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if detail := in.validate(); detail != "" {
-		server.WriteProblem(w, server.Problem{Type: ProblemInvalidValue, Title: "Invalid payment",
+		problem.Write(w, problem.Details{Type: ProblemInvalidValue, Title: "Invalid payment",
 			Status: http.StatusUnprocessableEntity, Detail: detail})
 		return
 	}
 	if a.BeforeWrite != nil {
 		if err := a.BeforeWrite(r); err != nil {
-			server.WriteProblem(w, server.Problem{Type: ProblemLedger, Title: "Payment not taken",
+			problem.Write(w, problem.Details{Type: ProblemLedger, Title: "Payment not taken",
 				Status: http.StatusServiceUnavailable, Detail: err.Error(), RetryAfter: time.Second})
 			return
 		}
 	}
-	p := Payment{ID: a.newID(), Customer: in.Customer, Amount: in.Amount, Currency: in.Currency, Created: a.now().UTC()}
+	owner, err := a.owner(r)
+	if err != nil {
+		writeUnauthenticated(w)
+		return
+	}
+	p := Payment{ID: a.newID(), Customer: in.Customer, Amount: in.Amount, Currency: in.Currency, Created: a.now().UTC(),
+		Owner: owner}
 	if err := a.Ledger.Insert(r.Context(), p); err != nil {
-		server.WriteProblem(w, server.Problem{Type: ProblemLedger, Title: "Payment not taken",
+		problem.Write(w, problem.Details{Type: ProblemLedger, Title: "Payment not taken",
 			Status: http.StatusServiceUnavailable, Detail: "the ledger could not record the payment", RetryAfter: time.Second})
 		return
 	}
@@ -106,16 +121,25 @@ func (a *API) Create(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(append(body, '\n'))
 }
 
-// List handles GET /payments?customer=C -> {"count":N,"payments":[...]}.
+// List handles GET /payments?customer=C -> {"count":N,"payments":[...]}: the
+// payments of C (all when C is empty) that the caller made (see Owner).
 func (a *API) List(w http.ResponseWriter, r *http.Request) {
-	ps, err := a.Ledger.List(r.Context(), r.URL.Query().Get("customer"))
+	owner, err := a.owner(r)
 	if err != nil {
-		server.WriteProblem(w, server.Problem{Type: ProblemLedger, Title: "Ledger unavailable",
+		writeUnauthenticated(w)
+		return
+	}
+	all, err := a.Ledger.List(r.Context(), r.URL.Query().Get("customer"))
+	if err != nil {
+		problem.Write(w, problem.Details{Type: ProblemLedger, Title: "Ledger unavailable",
 			Status: http.StatusServiceUnavailable, Detail: "the ledger could not be read", RetryAfter: time.Second})
 		return
 	}
-	if ps == nil {
-		ps = []Payment{}
+	ps := []Payment{}
+	for _, p := range all {
+		if p.Owner == owner {
+			ps = append(ps, p)
+		}
 	}
 	body, _ := json.Marshal(ListResponse{Count: len(ps), Payments: ps})
 	w.Header().Set("Content-Type", "application/json")
@@ -157,13 +181,29 @@ func isTooLarge(err error) bool {
 }
 
 func writeTooLarge(w http.ResponseWriter) {
-	server.WriteProblem(w, server.Problem{Type: server.ProblemBodyTooLarge, Title: "Request body too large",
+	problem.Write(w, problem.Details{Type: server.ProblemBodyTooLarge, Title: "Request body too large",
 		Status: http.StatusRequestEntityTooLarge, Detail: fmt.Sprintf("the body exceeds %d bytes", MaxBodyBytes)})
 }
 
 func writeBadJSON(w http.ResponseWriter, detail string) {
-	server.WriteProblem(w, server.Problem{Type: ProblemBadJSON, Title: "Malformed JSON body",
+	problem.Write(w, problem.Details{Type: ProblemBadJSON, Title: "Malformed JSON body",
 		Status: http.StatusBadRequest, Detail: detail})
+}
+
+func writeUnauthenticated(w http.ResponseWriter) {
+	problem.Write(w, problem.Details{Type: server.ProblemUnauthenticated, Title: "No usable credentials",
+		Status: http.StatusUnauthorized, Detail: "send Authorization: Bearer <token>"})
+}
+
+func (a *API) owner(r *http.Request) (string, error) {
+	if a.Owner == nil {
+		return "", nil
+	}
+	owner, err := a.Owner(r)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", errNoOwner, err)
+	}
+	return owner, nil
 }
 
 func (a *API) newID() string {

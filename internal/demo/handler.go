@@ -1,0 +1,95 @@
+package demo
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/idemkit/idem/internal/demo/payments"
+	"github.com/idemkit/idem/server"
+	"github.com/idemkit/idem/server/chaos"
+)
+
+// Handler returns the demo payments server that cmd/idem-server and
+// server/idemtest both serve:
+//
+//	POST /payments              create a payment, protected by server.Middleware(store),
+//	                            scoped by the bearer token (server.BearerScope); a caller
+//	                            without one is in the demo's public scope (see Scope)
+//	GET  /payments?customer=C   the caller's payments of C (all of the caller's when C is
+//	                            empty): a token holder's own, or, without a token, the
+//	                            public scope's; never another token's
+//	POST /payments/unprotected  create a payment with no idempotency: retries double-charge
+//	GET  /livez, /healthz       liveness: 200 "ok" while the process serves
+//	GET  /readyz                readiness: 200 "ready" when the store answers its Ping
+//	                            (server.Pinger; a store without Ping is ready), else 503
+//
+// Both POST routes go through inj (nil: no faults); GET routes never do, so
+// that tests can always count what happened. mwOpts come after the scope
+// option and may replace it.
+func Handler(store server.Store, ledger payments.Ledger, inj *chaos.Injector, mwOpts ...server.Option) http.Handler {
+	api := &payments.API{Ledger: ledger, Owner: Scope}
+	wrap := func(h http.Handler) http.Handler { return h }
+	if inj != nil {
+		api.BeforeWrite = inj.BeforeWrite
+		api.AfterWrite = inj.AfterWrite
+		wrap = inj.Wrap
+	}
+	opts := append([]server.Option{server.WithScope(Scope)}, mwOpts...)
+	create := http.HandlerFunc(api.Create)
+
+	mux := http.NewServeMux()
+	mux.Handle("POST /payments", wrap(server.Middleware(store, opts...)(create)))
+	mux.Handle("POST /payments/unprotected", wrap(create))
+	mux.HandleFunc("GET /payments", api.List)
+	mux.HandleFunc("GET /livez", live)
+	mux.HandleFunc("GET /healthz", live)
+	mux.HandleFunc("GET /readyz", ready(store))
+	return mux
+}
+
+// PublicScope is the scope of demo callers without credentials.
+const PublicScope = "demo-public"
+
+// Scope is the demo's scope function: server.BearerScope, except that a
+// caller without an Authorization header is put in PublicScope rather than
+// refused, so that curl and the examples work without a token. Callers in it
+// share records (the same key and body replays another public caller's
+// payment) and see each other's payments in GET /payments, and only those: a
+// token holder's payments are listed to that token alone. A real service
+// refuses callers without credentials, as server.BearerScope does.
+func Scope(r *http.Request) (string, error) {
+	if len(r.Header.Values("Authorization")) == 0 {
+		return PublicScope, nil
+	}
+	return server.BearerScope(r)
+}
+
+func live(w http.ResponseWriter, _ *http.Request) {
+	text(w, http.StatusOK, "ok\n")
+}
+
+// readyTimeout bounds a readiness check's Ping.
+const readyTimeout = 2 * time.Second
+
+func ready(store server.Store) http.HandlerFunc {
+	p, _ := store.(server.Pinger)
+	return func(w http.ResponseWriter, r *http.Request) {
+		if p != nil {
+			ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+			defer cancel()
+			if err := p.Ping(ctx); err != nil {
+				text(w, http.StatusServiceUnavailable, "store unavailable\n")
+				return
+			}
+		}
+		text(w, http.StatusOK, "ready\n")
+	}
+}
+
+func text(w http.ResponseWriter, status int, body string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(body))
+}
