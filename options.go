@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"strconv"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // Defaults of a Transport made without options.
@@ -16,9 +18,10 @@ const (
 	DefaultBodyBufferLimit = 1 << 20 // 1 MiB
 )
 
-// An Option configures a Transport made by NewTransport or NewClient. Options are
-// checked when they are made or applied: an impossible value panics there, with
-// a message that names the option, never later on a request.
+// An Option configures a Transport made by NewTransport or NewClient. Options
+// are checked when they are made: an impossible value panics there, with a
+// message that names the option, never later on a request. The same rule holds
+// for BudgetOption.
 type Option func(*config)
 
 // config is the immutable policy of a Transport.
@@ -48,7 +51,7 @@ func defaultConfig() config {
 		maxElapsed:    DefaultMaxElapsed,
 		maxRetryAfter: DefaultMaxRetryAfter,
 		autoKeys:      true,
-		keyGen:        newKeyV4,
+		keyGen:        uuid.NewString,
 		keyFormat:     KeyFormatRaw,
 		bodyLimit:     DefaultBodyBufferLimit,
 	}

@@ -358,7 +358,8 @@ func TestRetryAttemptsCappedByMaxElapsed(t *testing.T) {
 			t.Errorf("returned after %v, want the 2s cap", got)
 		}
 		e := asError(t, err)
-		if e.Attempts != 2 || e.LastStatus != 503 || !errors.Is(err, ErrExhausted) || !errors.Is(err, context.DeadlineExceeded) {
+		if e.Attempts != 2 || e.LastStatus != 503 || !errors.Is(err, ErrExhausted) || errors.Is(err, context.DeadlineExceeded) ||
+			!strings.Contains(err.Error(), "WithMaxElapsed cap") {
 			t.Errorf("err = %v", err)
 		}
 	})
@@ -550,7 +551,9 @@ func TestFirstAttemptBoundCapped(t *testing.T) {
 		if got := time.Since(start); got != 2*time.Second {
 			t.Errorf("returned after %v, want 2s", got)
 		}
-		if !errors.Is(err, ErrExhausted) || !errors.Is(err, context.DeadlineExceeded) {
+		// The cap, not the caller's context, ended it: the error says so.
+		if !errors.Is(err, ErrExhausted) || errors.Is(err, context.DeadlineExceeded) ||
+			!strings.Contains(err.Error(), "WithMaxElapsed cap") {
 			t.Errorf("err = %v", err)
 		}
 	})
@@ -570,8 +573,8 @@ func TestHangingFirstAttemptEndsAtCap(t *testing.T) {
 			t.Errorf("returned after %v, want the 3s cap", got)
 		}
 		var e *Error
-		if !errors.As(err, &e) || e.Attempts != 1 || !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("err = %v, want an *Error after 1 attempt matching DeadlineExceeded", err)
+		if !errors.As(err, &e) || e.Attempts != 1 || !errors.Is(err, ErrExhausted) || errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("err = %v, want an *Error after 1 attempt matching ErrExhausted, not DeadlineExceeded", err)
 		}
 	})
 }
