@@ -158,10 +158,19 @@ func (e *attemptTimeoutError) Is(target error) bool {
 
 // discard drains up to drainLimit bytes of resp's body and closes it, so that
 // the connection goes back to the pool. A non-zero until bounds the time the
-// drain may take: a body that stalls is closed then.
+// drain may take: a body that stalls is closed then (which ends the read).
 func discard(resp *http.Response, until time.Time) {
 	if resp == nil || resp.Body == nil {
 		return
+	}
+	if !until.IsZero() {
+		d := time.Until(until)
+		if d <= 0 {
+			_ = resp.Body.Close()
+			return
+		}
+		stop := time.AfterFunc(d, func() { _ = resp.Body.Close() })
+		defer stop.Stop()
 	}
 	_, _ = io.CopyN(io.Discard, resp.Body, drainLimit)
 	_ = resp.Body.Close()

@@ -86,18 +86,32 @@ func (o *operation) run() (*http.Response, error) {
 
 	var nextBody io.ReadCloser // the body of the next attempt, from GetBody
 	for {
+		// No retry starts with nothing left under the cap (a sleep that
+		// overran it); its response was already let go.
+		if o.attempts > 0 && !time.Now().Before(o.capAt) {
+			if nextBody != nil {
+				_ = nextBody.Close()
+			}
+			o.last.resp = nil
+			return nil, o.fail(ErrExhausted, "no time left under "+o.deadlineName())
+		}
+
 		// Make one attempt.
 		res := o.attempt(nextBody)
 		o.last = res
 
 		// The caller's context ended: stop at once with its cause.
 		if o.ctx.Err() != nil {
-			discard(res.resp, time.Time{})
+			discard(res.resp, time.Now()) // closed unread: the context ended
 			return nil, o.fail(context.Cause(o.ctx), "")
 		}
 
 		// May this outcome be repeated at all?
 		reason, why := classify(o.req.Method, keyed, cfg.retryUnsent, res.outcome)
+		if o.body.mismatch {
+			// A body that is not its ContentLength: net/http's error, as it is.
+			reason, why = 0, refuseError
+		}
 		if reason == 0 {
 			o.last.refusal = why
 			return o.finish(nil, "")
@@ -131,9 +145,11 @@ func (o *operation) run() (*http.Response, error) {
 			return o.finish(&wrapError{sentinel: ErrBodyNotReplayable, err: err}, "")
 		}
 
-		// Retry: report it, let the connection go, and wait.
+		// Retry: report it, let the connection go, and wait. Draining the
+		// discarded body may take at most half the time that would be left
+		// after the wait, so the next attempt still has time.
 		o.notify(wait, reason)
-		discard(res.resp, o.deadline)
+		discard(res.resp, now.Add(wait+o.deadline.Sub(now.Add(wait))/2))
 		werr := sleepContext(o.ctx, wait)
 		detail := ""
 		if werr == nil {
