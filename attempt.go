@@ -3,8 +3,9 @@ package idem
 import (
 	"context"
 	"io"
-	"maps"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -28,15 +29,19 @@ func (o *operation) attempt(nextBody io.ReadCloser) attemptResult {
 	o.attempts++
 	now := time.Now()
 	bound, capped := o.attemptBound(now)
+	limit := bound // how long the attempt may wait for its answer
+	if limit <= 0 {
+		limit = o.deadline.Sub(now)
+	}
 	if bound <= 0 {
-		resp, err := o.t.transport().RoundTrip(o.attemptRequest(o.ctx, nextBody))
+		resp, err := o.t.transport().RoundTrip(o.attemptRequest(o.ctx, nextBody, limit))
 		return o.result(now, resp, err)
 	}
 	// The bound is for the response headers only: a timer cancels the
 	// attempt's context if they are late, and is stopped when they come.
 	ctx, cancel := context.WithCancelCause(o.ctx)
 	timer := time.AfterFunc(bound, func() { cancel(&attemptTimeoutError{after: bound, capped: capped}) })
-	resp, err := o.t.transport().RoundTrip(o.attemptRequest(ctx, nextBody))
+	resp, err := o.t.transport().RoundTrip(o.attemptRequest(ctx, nextBody, limit))
 	if !timer.Stop() {
 		// The bound fired: whatever came back may be cut.
 		if resp != nil && resp.Body != nil {
@@ -94,30 +99,69 @@ func (o *operation) attemptBound(now time.Time) (time.Duration, bool) {
 }
 
 // attemptRequest returns the request of the next attempt: the caller's own
-// when nothing needs to change (the hot path), otherwise a shallow copy with
-// the attempt's context, the key header and the attempt's body.
-func (o *operation) attemptRequest(ctx context.Context, nextBody io.ReadCloser) *http.Request {
+// when nothing needs to change (an unkeyed request whose first attempt needs
+// no bound of ours: the hot path), otherwise a shallow copy with the
+// attempt's context, the key and Prefer headers and the attempt's body. limit
+// is how long the attempt may wait for its answer.
+func (o *operation) attemptRequest(ctx context.Context, nextBody io.ReadCloser, limit time.Duration) *http.Request {
 	first := o.attempts == 1
-	if ctx == o.ctx && first && o.header == "" && o.body.sendsCallersBody(o.req) {
+	keyed := o.key != ""
+	if ctx == o.ctx && first && !keyed && o.body.sendsCallersBody(o.req) {
 		return o.req
 	}
 	r := o.req.WithContext(ctx)
-	if o.header != "" {
-		r.Header = o.headerWithKey()
+	if keyed {
+		r.Header = o.keyedHeader(limit)
 	}
 	o.body.set(r, first, nextBody)
 	return r
 }
 
-// headerWithKey returns a copy of the caller's header with the key added; the
-// copy is shared by the operation's attempts, which must not modify it (the
-// values are the caller's own slices).
-func (o *operation) headerWithKey() http.Header {
-	if o.hdr == nil {
-		o.hdr = maps.Clone(o.req.Header)
-		o.hdr[HeaderIdempotencyKey] = []string{o.header}
+// keyedHeader returns a copy of the caller's header for a keyed attempt: with
+// the key when the Transport adds it, and with Prefer: wait=N (RFC 7240),
+// N the whole seconds the attempt can wait for its answer, less a margin for
+// the answer to come back (see preferWait), so that a server that makes a
+// duplicate wait for the first request answers 409 before this attempt is
+// cut. A caller's own Prefer wait is kept as it is. The values are the
+// caller's own slices, capped so that an append cannot write into them.
+func (o *operation) keyedHeader(limit time.Duration) http.Header {
+	src := o.req.Header
+	h := make(http.Header, len(src)+2)
+	for k, vs := range src {
+		h[k] = vs[:len(vs):len(vs)]
 	}
-	return o.hdr
+	if o.header != "" {
+		h[HeaderIdempotencyKey] = []string{o.header}
+	}
+	if !prefersWait(src) {
+		h["Prefer"] = append(h["Prefer"], "wait="+strconv.FormatInt(int64(preferWait(limit)/time.Second), 10))
+	}
+	return h
+}
+
+// preferWait returns how long a server may hold an attempt that can wait
+// limit for its answer: limit less a tenth (at least 100ms) for the answer to
+// travel back, rounded down to whole seconds. Less than a second gives 0: the
+// server answers at once rather than wait past the attempt's time-out (no
+// Prefer would let it wait its own default).
+func preferWait(limit time.Duration) time.Duration {
+	d := limit - max(limit/10, 100*time.Millisecond)
+	if d < time.Second {
+		return 0
+	}
+	return d.Truncate(time.Second)
+}
+
+// prefersWait reports whether h already holds a Prefer wait preference.
+func prefersWait(h http.Header) bool {
+	for _, v := range h.Values("Prefer") {
+		for _, p := range strings.Split(v, ",") {
+			if name, _, _ := strings.Cut(strings.TrimSpace(p), "="); strings.EqualFold(strings.TrimSpace(name), "wait") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // cancelBody is the response body of a bounded attempt: closing it releases

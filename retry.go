@@ -38,9 +38,8 @@ type operation struct {
 	req *http.Request // the caller's, never modified
 	ctx context.Context
 
-	key    string      // "" when unkeyed
-	header string      // Idempotency-Key value to add, "" to send req's headers
-	hdr    http.Header // req.Header plus the key, built on first use
+	key    string // "" when unkeyed
+	header string // Idempotency-Key value to add, "" to send req's headers
 	body   replayBody
 
 	start    time.Time
@@ -49,6 +48,8 @@ type operation struct {
 	bo       BackOff   // made on the first retry
 
 	attempts   int
+	polls      int           // attempts answered 409 in progress: not counted against WithMaxAttempts
+	lastChance bool          // the attempt made is the last one that fitted after a 409
 	lastStatus int           // the status of the latest response, 0 before any
 	last       attemptResult // the latest attempt's
 }
@@ -117,23 +118,41 @@ func (o *operation) run() (*http.Response, error) {
 			return o.finish(nil, "")
 		}
 
-		// Every attempt is used.
-		if o.attempts >= cfg.maxAttempts {
+		// The last attempt that fitted after a 409 was made.
+		if o.lastChance {
+			return o.finish(ErrExhausted, "the last attempt that fitted before "+o.deadlineName()+" was made")
+		}
+		// Every attempt is used. A 409 in progress is a poll for an answer
+		// that exists or soon will, not a failure: it does not use up an
+		// attempt, but at most maxPolls are made.
+		inProgress := reason == ReasonInProgress
+		if inProgress {
+			o.polls++
+		}
+		if o.attempts-o.polls >= cfg.maxAttempts || o.polls > maxPolls {
 			return o.finish(ErrExhausted, "all attempts used")
 		}
 		// The body cannot be sent again.
 		if !o.body.replayable() {
 			return o.finish(ErrBodyNotReplayable, "")
 		}
-		// The server asks for more than we wait.
-		if res.hasRetryAfter && res.retryAfter > cfg.maxRetryAfter {
+		// The server asks for more than we wait (after a 409, the deadline
+		// decides instead, below).
+		if res.hasRetryAfter && res.retryAfter > cfg.maxRetryAfter && !inProgress {
 			return o.finish(ErrExhausted, "Retry-After "+res.retryAfter.String()+" exceeds WithMaxRetryAfter")
 		}
-		// The next wait would end past the cap or the caller's deadline.
+		// The next wait would end past the cap or the caller's deadline. After
+		// a 429 or 503 that is the end: the server asked for room. After a
+		// 409, if one meaningful attempt still fits, wait what remains less
+		// that attempt, and make it.
 		now := time.Now()
 		wait := o.nextWait(now, res.retryAfter)
 		if !now.Add(wait).Before(o.deadline) {
-			return o.finish(o.deadlineCause(), "the next wait of "+wait.String()+" would end past "+o.deadlineName())
+			last, ok := o.lastAttemptWait(now)
+			if !inProgress || !ok {
+				return o.finish(ErrExhausted, "the next wait of "+wait.String()+" would end past "+o.deadlineName())
+			}
+			wait, o.lastChance = last, true
 		}
 		// The shared budget refuses the retry.
 		if !cfg.budget.tryRetry(now) {
@@ -167,10 +186,27 @@ func (o *operation) run() (*http.Response, error) {
 	}
 }
 
-// deadlineCause is the cause of an operation that ran out of time: the
-// caller's context's error when its deadline comes first, else ErrExhausted.
-func (o *operation) deadlineCause() error {
-	return ErrExhausted
+// maxPolls bounds the 409 in-progress answers one operation polls through.
+const maxPolls = 10
+
+// minLastAttempt is the shortest attempt worth making after a 409 whose
+// Retry-After ends past the deadline.
+const minLastAttempt = 100 * time.Millisecond
+
+// lastAttemptWait returns the wait before one last attempt, after a 409 whose
+// Retry-After ends past the deadline: what remains less one attempt's worth
+// (WithAttemptTimeout, or half of what remains without one). It reports false
+// when that attempt would be shorter than minLastAttempt.
+func (o *operation) lastAttemptWait(now time.Time) (time.Duration, bool) {
+	left := o.deadline.Sub(now)
+	worth := left / 2
+	if at := o.cfg.attemptTimeout; at > 0 && at < left {
+		worth = at
+	}
+	if worth < minLastAttempt {
+		return 0, false
+	}
+	return left - worth, true
 }
 
 // deadlineName names what bounds the operation: the cap or the caller's deadline.
