@@ -213,3 +213,48 @@ func TestReasonString(t *testing.T) {
 		}
 	}
 }
+
+// TestClassify runs the rule as the pure function it is: no transport, the
+// expected answers written out.
+func TestClassify(t *testing.T) {
+	t.Parallel()
+	reset := &net.OpError{Op: "read", Err: syscall.ECONNRESET}
+	dial := &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}
+	cert := x509.UnknownAuthorityError{}
+	tests := []struct {
+		method      string
+		keyed       bool
+		retryUnsent bool
+		out         outcome
+		reason      Reason
+		refusal     refusal
+	}{
+		{"GET", false, false, outcome{status: 503}, ReasonStatus, refuseNone},
+		{"DELETE", false, false, outcome{status: 429}, ReasonStatus, refuseNone},
+		{"OPTIONS", false, false, outcome{status: 408}, ReasonStatus, refuseNone},
+		{"TRACE", false, false, outcome{err: reset}, ReasonTransportError, refuseNone},
+		{"HEAD", false, false, outcome{timedOut: true}, ReasonAttemptTimeout, refuseNone},
+		{"PUT", false, false, outcome{status: 409}, 0, refuseFinal},
+		{"PUT", true, false, outcome{status: 409}, ReasonInProgress, refuseNone},
+		{"POST", true, false, outcome{status: 502}, ReasonStatus, refuseNone},
+		{"POST", false, false, outcome{status: 502}, 0, refuseRequest},
+		{"POST", false, false, outcome{status: 201}, 0, refuseFinal},
+		{"POST", false, false, outcome{err: reset}, 0, refuseRequest},
+		{"POST", false, false, outcome{err: dial}, 0, refuseRequest},
+		{"POST", false, true, outcome{err: dial}, ReasonTransportError, refuseNone},
+		{"POST", false, false, outcome{err: h2StreamError{Code: 0x7}}, ReasonTransportError, refuseNone},
+		{"PATCH", true, false, outcome{err: errors.New("unknown")}, ReasonTransportError, refuseNone},
+		{"GET", false, false, outcome{err: cert}, 0, refuseError},
+		{"GET", false, false, outcome{status: 501}, 0, refuseFinal},
+		{"GET", false, false, outcome{status: 505}, 0, refuseFinal},
+		{"GET", false, false, outcome{status: 404}, 0, refuseFinal},
+		{"", false, false, outcome{status: 500}, ReasonStatus, refuseNone},
+	}
+	for _, tt := range tests {
+		reason, why := classify(tt.method, tt.keyed, tt.retryUnsent, tt.out)
+		if reason != tt.reason || why != tt.refusal {
+			t.Errorf("classify(%q, keyed=%v, unsent=%v, %+v) = %v, %d; want %v, %d",
+				tt.method, tt.keyed, tt.retryUnsent, tt.out, reason, why, tt.reason, tt.refusal)
+		}
+	}
+}
