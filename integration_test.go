@@ -357,7 +357,7 @@ func TestNewClientEndToEnd(t *testing.T) {
 		w.Header().Set("Idempotent-Replayed", "true")
 		_, _ = io.WriteString(w, r.Header.Get(HeaderIdempotencyKey))
 	})
-	client := NewClient(noWait(), WithKeyFormat(KeyFormatString))
+	client := NewClient(noWait(), WithQuotedKeys())
 	client.Transport.(*Transport).next = newHTTPTransport(t)
 	resp, err := client.Post(srv.URL, "application/json", strings.NewReader("{}"))
 	if err != nil {

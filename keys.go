@@ -19,19 +19,6 @@ const HeaderIdempotencyKey = "Idempotency-Key"
 // a stored response ("true").
 const headerReplayed = "Idempotent-Replayed"
 
-// KeyFormat says how a key is written to the Idempotency-Key header.
-type KeyFormat int
-
-const (
-	// KeyFormatRaw writes the key as it is: what Stripe and most servers read.
-	// It is the zero value and the default.
-	KeyFormatRaw KeyFormat = iota
-	// KeyFormatString writes the key as an RFC 8941 Structured Field string, as
-	// the IETF draft requires: in double quotes, with `"` and `\` escaped by a
-	// backslash.
-	KeyFormatString
-)
-
 // keyCtxKey is the context key under which WithKey stores a key.
 type keyCtxKey struct{}
 
@@ -151,7 +138,7 @@ func (c *config) resolveKey(req *http.Request) (key, header string, err error) {
 		}
 		source, key = "generator", c.keyGen()
 	}
-	header, err = keyformat.Format(key, c.keyFormat == KeyFormatString)
+	header, err = keyformat.Format(key, c.quotedKeys)
 	if err != nil {
 		return "", "", &keyError{source: source, reason: err.Error()}
 	}

@@ -25,7 +25,6 @@ func TestOptionsPanic(t *testing.T) {
 		{"AttemptTimeout negative", func() { WithAttemptTimeout(-time.Second) }, "idem: WithAttemptTimeout: d must not be negative"},
 		{"MaxRetryAfter negative", func() { WithMaxRetryAfter(-1) }, "idem: WithMaxRetryAfter: d must not be negative"},
 		{"KeyGenerator nil", func() { WithKeyGenerator(nil) }, "idem: WithKeyGenerator: gen must not be nil"},
-		{"KeyFormat unknown", func() { WithKeyFormat(KeyFormat(7)) }, "idem: WithKeyFormat: unknown KeyFormat 7"},
 		{"RetryBudget nil", func() { WithRetryBudget(nil) }, "idem: WithRetryBudget: b must not be nil"},
 		{"OnRetry nil", func() { WithOnRetry(nil) }, "idem: WithOnRetry: fn must not be nil"},
 		{"BodyBufferLimit negative", func() { WithBodyBufferLimit(-1) }, "idem: WithBodyBufferLimit: n must not be negative"},
@@ -60,7 +59,7 @@ func TestDefaults(t *testing.T) {
 	}
 	if c.maxAttempts != 5 || c.base != 300*time.Millisecond || c.max != 10*time.Second ||
 		c.jitter != FullJitter || c.maxElapsed != 30*time.Second || c.attemptTimeout != 0 ||
-		c.maxRetryAfter != 30*time.Second || !c.autoKeys || c.keyFormat != KeyFormatRaw ||
+		c.maxRetryAfter != 30*time.Second || !c.autoKeys || c.quotedKeys ||
 		c.budget != nil || c.onRetry != nil || c.retryUnsent || c.bodyLimit != 1<<20 || c.logger != nil {
 		t.Errorf("defaults: %+v", c)
 	}

@@ -59,30 +59,30 @@ func TestKeyPriority(t *testing.T) {
 		method    string
 		header    []string // on the request
 		ctxKey    string
-		format    KeyFormat
+		quoted    bool
 		autoKeys  bool
 		wantSent  []string
 		wantKeyed string // the key reported by KeyFromRequest(resp.Request)
 	}{
-		{"header wins, sent as is", http.MethodPost, []string{`"hdr"`}, "ctx", KeyFormatRaw, true, []string{`"hdr"`}, "hdr"},
-		{"raw header not re-formatted", http.MethodPost, []string{"hdr"}, "", KeyFormatString, true, []string{"hdr"}, "hdr"},
-		{"context over generated", http.MethodPost, nil, "ctx", KeyFormatRaw, true, []string{"ctx"}, "ctx"},
-		{"context formatted as sf-string", http.MethodPatch, nil, `c"x`, KeyFormatString, true, []string{`"c\"x"`}, `c"x`},
-		{"generated for POST", http.MethodPost, nil, "", KeyFormatRaw, true, []string{"generated"}, "generated"},
-		{"generated sf-string", http.MethodPatch, nil, "", KeyFormatString, true, []string{`"generated"`}, "generated"},
-		{"none when auto keys off", http.MethodPost, nil, "", KeyFormatRaw, false, nil, ""},
-		{"none for GET", http.MethodGet, nil, "", KeyFormatRaw, true, nil, ""},
-		{"none for PUT", http.MethodPut, nil, "", KeyFormatRaw, true, nil, ""},
-		{"none for DELETE", http.MethodDelete, nil, "", KeyFormatRaw, true, nil, ""},
-		{"none for HEAD", http.MethodHead, nil, "", KeyFormatRaw, true, nil, ""},
-		{"GET keyed by context", http.MethodGet, nil, "ctx", KeyFormatRaw, true, []string{"ctx"}, "ctx"},
-		{"DELETE keyed by header", http.MethodDelete, []string{"d"}, "", KeyFormatRaw, true, []string{"d"}, "d"},
+		{"header wins, sent as is", http.MethodPost, []string{`"hdr"`}, "ctx", false, true, []string{`"hdr"`}, "hdr"},
+		{"raw header not re-formatted", http.MethodPost, []string{"hdr"}, "", true, true, []string{"hdr"}, "hdr"},
+		{"context over generated", http.MethodPost, nil, "ctx", false, true, []string{"ctx"}, "ctx"},
+		{"context formatted as sf-string", http.MethodPatch, nil, `c"x`, true, true, []string{`"c\"x"`}, `c"x`},
+		{"generated for POST", http.MethodPost, nil, "", false, true, []string{"generated"}, "generated"},
+		{"generated sf-string", http.MethodPatch, nil, "", true, true, []string{`"generated"`}, "generated"},
+		{"none when auto keys off", http.MethodPost, nil, "", false, false, nil, ""},
+		{"none for GET", http.MethodGet, nil, "", false, true, nil, ""},
+		{"none for PUT", http.MethodPut, nil, "", false, true, nil, ""},
+		{"none for DELETE", http.MethodDelete, nil, "", false, true, nil, ""},
+		{"none for HEAD", http.MethodHead, nil, "", false, true, nil, ""},
+		{"GET keyed by context", http.MethodGet, nil, "ctx", false, true, []string{"ctx"}, "ctx"},
+		{"DELETE keyed by header", http.MethodDelete, []string{"d"}, "", false, true, []string{"d"}, "d"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			f := &fakeRT{steps: statusSteps(200)}
-			tr := NewTransport(f, WithKeyGenerator(gen), WithKeyFormat(tt.format), WithAutoKeys(tt.autoKeys))
+			tr := NewTransport(f, WithKeyGenerator(gen), withQuoted(tt.quoted), WithAutoKeys(tt.autoKeys))
 			ctx := context.Background()
 			if tt.ctxKey != "" {
 				ctx = WithKey(ctx, tt.ctxKey)
@@ -444,4 +444,12 @@ func TestInnerErrorMessages(t *testing.T) {
 	if !errors.As(error(&attemptTimeoutError{}), &ne) || !ne.Timeout() {
 		t.Error("attempt timeout is not a net.Error timeout")
 	}
+}
+
+// withQuoted is WithQuotedKeys when on, else an option that changes nothing.
+func withQuoted(on bool) Option {
+	if on {
+		return WithQuotedKeys()
+	}
+	return WithAutoKeys(true)
 }

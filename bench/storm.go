@@ -47,10 +47,11 @@ func DefaultStorm() StormConfig {
 		Outage:         2 * time.Second,
 		Recovery:       time.Second,
 		Bucket:         100 * time.Millisecond,
-		MaxAttempts:    idem.DefaultMaxAttempts,
-		Base:           idem.DefaultBackoffBase / 30,
-		Max:            (idem.DefaultBackoffMax / 30).Round(time.Millisecond),
-		MaxElapsed:     idem.DefaultMaxElapsed / 30,
+		// idem's defaults (5 attempts, 300ms..10s backoff, 30s cap), time / 30.
+		MaxAttempts:    5,
+		Base:           300 * time.Millisecond / 30,
+		Max:            (10 * time.Second / 30).Round(time.Millisecond),
+		MaxElapsed:     30 * time.Second / 30,
 		AttemptTimeout: time.Second,
 		BudgetLabel:    "idem.NewBudget() (defaults: ratio 0.1, 10 retries/s reserve, 10 s window)",
 	}
