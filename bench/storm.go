@@ -42,11 +42,11 @@ type StormConfig struct {
 // 333 ms cap, 1 s total), five attempts, and a Budget with its defaults.
 func DefaultStorm() StormConfig {
 	return StormConfig{
-		Rate:           200,
-		Warmup:         time.Second,
-		Outage:         2 * time.Second,
-		Recovery:       time.Second,
-		Bucket:         100 * time.Millisecond,
+		Rate:     200,
+		Warmup:   time.Second,
+		Outage:   2 * time.Second,
+		Recovery: time.Second,
+		Bucket:   100 * time.Millisecond,
 		// idem's defaults (5 attempts, 300ms..10s backoff, 30s cap), time / 30.
 		MaxAttempts:    5,
 		Base:           300 * time.Millisecond / 30,
