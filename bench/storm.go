@@ -42,16 +42,15 @@ type StormConfig struct {
 // 333 ms cap, 1 s total), five attempts, and a Budget with its defaults.
 func DefaultStorm() StormConfig {
 	return StormConfig{
-		Rate:     200,
-		Warmup:   time.Second,
-		Outage:   2 * time.Second,
-		Recovery: time.Second,
-		Bucket:   100 * time.Millisecond,
-		// idem's defaults (5 attempts, 300ms..10s backoff, 30s cap), time / 30.
-		MaxAttempts:    5,
-		Base:           300 * time.Millisecond / 30,
-		Max:            (10 * time.Second / 30).Round(time.Millisecond),
-		MaxElapsed:     30 * time.Second / 30,
+		Rate:           200,
+		Warmup:         time.Second,
+		Outage:         2 * time.Second,
+		Recovery:       time.Second,
+		Bucket:         100 * time.Millisecond,
+		MaxAttempts:    5,                                               // idem's default
+		Base:           300 * time.Millisecond / 30,                     // idem's default base / 30
+		Max:            (10 * time.Second / 30).Round(time.Millisecond), // idem's default max / 30
+		MaxElapsed:     30 * time.Second / 30,                           // idem's default cap / 30
 		AttemptTimeout: time.Second,
 		BudgetLabel:    "idem.NewBudget() (defaults: ratio 0.1, 10 retries/s reserve, 10 s window)",
 	}
