@@ -4,170 +4,226 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"sync"
+	"strconv"
+	"strings"
 	"time"
 )
 
-// attempt is the single allocation behind an attempt that cannot send the
-// caller's request as it is. It holds the copy of the request that is sent,
-// the backing array of the Idempotency-Key value of a copied header, and, when
-// the Transport bounds the attempt itself, everything the bound needs: the
-// attempt's context (an *attempt is a context.Context on top of the caller's)
-// and the response body that releases it when closed (see attemptBody).
-//
-// The attempt is its own context only when the caller's context can never be
-// cancelled (Done returns nil), the common case of a request made without a
-// context, deadline or cancellation: there is then nothing to propagate from
-// the parent. Otherwise it carries a standard context.WithCancel of the
-// caller's, so that cancellation and context.Cause behave exactly as the
-// standard library's.
-type attempt struct {
-	req    http.Request // the request sent
-	keyVal [1]string    // backs the Idempotency-Key value of a copied header
+// drainLimit is how much of a discarded response body is read so that its
+// connection can be reused; a longer body is closed unread (the connection is
+// then closed too, which costs less than reading it).
+const drainLimit = 64 << 10
 
-	// Set by bind.
-	parent   context.Context    // the caller's context
-	cancelFn context.CancelFunc // a standard context's cancel; nil when a is the context
-	body     io.ReadCloser      // the response body that attemptBody wraps
-
-	// The state of a as a context.
-	mu     sync.Mutex
-	done   chan struct{} // made on first use; closedChan when cancelled first
-	err    error         // context.Canceled once cancelled
-	after  func()        // the first function registered by AfterFunc
-	afters []func()      // the others
+// attemptResult is what one attempt came to.
+type attemptResult struct {
+	outcome
+	resp          *http.Response
+	retryAfter    time.Duration // the Retry-After of a 409, 429 or 503
+	hasRetryAfter bool
+	refusal       refusal // why the operation ended on it, when it did
 }
 
-// bind returns the context of the attempt's request, on top of parent (the
-// caller's): one that release, or the bound's timer, cancels.
-func (a *attempt) bind(parent context.Context) context.Context {
-	a.parent = parent
-	if parent.Done() != nil {
-		var ctx context.Context
-		ctx, a.cancelFn = context.WithCancel(parent)
-		return ctx
+// attempt makes the next attempt and returns its result. nextBody is the body
+// of an attempt after the first, from GetBody.
+func (o *operation) attempt(nextBody io.ReadCloser) attemptResult {
+	o.attempts++
+	now := time.Now()
+	bound, capped := o.attemptBound(now)
+	limit := bound // how long the attempt may wait for its answer
+	if limit <= 0 {
+		limit = o.deadline.Sub(now)
 	}
-	return a
-}
-
-// release cancels the context of a bound attempt: when its response body is
-// closed, when it failed, or when the bound fires. It may be called more than
-// once, from any goroutine.
-func (a *attempt) release() {
-	if a.cancelFn != nil {
-		a.cancelFn()
-		return
+	if bound <= 0 {
+		resp, err := o.t.transport().RoundTrip(o.attemptRequest(o.ctx, nextBody, limit))
+		return o.result(now, resp, err)
 	}
-	a.mu.Lock()
-	if a.err != nil {
-		a.mu.Unlock()
-		return
+	// The bound is for the response headers only: a timer cancels the
+	// attempt's context if they are late, and is stopped when they come.
+	ctx, cancel := context.WithCancelCause(o.ctx)
+	timer := time.AfterFunc(bound, func() { cancel(&attemptTimeoutError{after: bound, capped: capped}) })
+	resp, err := o.t.transport().RoundTrip(o.attemptRequest(ctx, nextBody, limit))
+	if !timer.Stop() {
+		// The bound fired: whatever came back may be cut.
+		if resp != nil && resp.Body != nil {
+			_ = resp.Body.Close()
+		}
+		return attemptResult{outcome: outcome{err: context.Cause(ctx), timedOut: o.ctx.Err() == nil}}
 	}
-	a.err = context.Canceled
-	if a.done == nil {
-		a.done = closedChan
+	if err != nil || resp.Body == nil || resp.StatusCode == http.StatusSwitchingProtocols {
+		cancel(nil)
 	} else {
-		close(a.done)
+		// The body lives until it is closed.
+		resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
 	}
-	f, fs := a.after, a.afters
-	a.after, a.afters = nil, nil
-	a.mu.Unlock()
-	if f != nil {
-		f()
-	}
-	for _, f := range fs {
-		f()
-	}
+	return o.result(now, resp, err)
 }
 
-// closedChan is the Done channel of an attempt cancelled before anyone asked
-// for it.
-var closedChan = func() chan struct{} {
-	c := make(chan struct{})
-	close(c)
-	return c
-}()
-
-// Deadline returns the caller's deadline: the bound is not a deadline of the
-// context, as with context.WithCancel.
-func (a *attempt) Deadline() (time.Time, bool) { return a.parent.Deadline() }
-
-// Done returns a channel closed when the attempt is released.
-func (a *attempt) Done() <-chan struct{} {
-	a.mu.Lock()
-	if a.done == nil {
-		a.done = make(chan struct{})
+// result reads what the operation needs from a response: its status, and the
+// Retry-After of a 409, 429 or 503 (which, on a 429 or 503, holds the host
+// back for every operation sharing the budget, for at most WithMaxRetryAfter).
+func (o *operation) result(now time.Time, resp *http.Response, err error) attemptResult {
+	if err != nil {
+		return attemptResult{outcome: outcome{err: err}}
 	}
-	d := a.done
-	a.mu.Unlock()
-	return d
+	r := attemptResult{outcome: outcome{status: resp.StatusCode}, resp: resp}
+	o.lastStatus = resp.StatusCode
+	if !honoursRetryAfter(resp.StatusCode) {
+		return r
+	}
+	if v := resp.Header.Get("Retry-After"); v != "" {
+		r.retryAfter, r.hasRetryAfter = parseRetryAfter(v, now)
+		if r.hasRetryAfter && r.retryAfter > 0 && holdsHost(resp.StatusCode) {
+			o.cfg.budget.holdHost(o.req.URL.Host, now.Add(min(r.retryAfter, o.cfg.maxRetryAfter)))
+		}
+	}
+	return r
 }
 
-// Err returns context.Canceled once the attempt is released, nil before.
-func (a *attempt) Err() error {
-	a.mu.Lock()
-	err := a.err
-	a.mu.Unlock()
+// attemptBound returns how long the next attempt may wait for its response
+// headers (0: no bound of ours), and whether the bound is the WithMaxElapsed
+// cap. Every attempt, the first included, is bounded by WithAttemptTimeout
+// and by the time left under the cap, so an operation ends within
+// WithMaxElapsed even when its first attempt hangs. When the caller's context
+// ends before the cap and before the attempt time-out, the context bounds the
+// first attempt and needs no help.
+func (o *operation) attemptBound(now time.Time) (time.Duration, bool) {
+	at := o.cfg.attemptTimeout
+	if o.attempts == 1 && o.deadline.Before(o.capAt) && (at <= 0 || o.deadline.Sub(o.start) <= at) {
+		return 0, false
+	}
+	left := max(o.capAt.Sub(now), 1)
+	if at > 0 && at <= left {
+		return at, false
+	}
+	return left, true
+}
+
+// attemptRequest returns the request of the next attempt: the caller's own
+// when nothing needs to change (an unkeyed request whose first attempt needs
+// no bound of ours: the hot path), otherwise a shallow copy with the
+// attempt's context, the key and Prefer headers and the attempt's body. limit
+// is how long the attempt may wait for its answer.
+func (o *operation) attemptRequest(ctx context.Context, nextBody io.ReadCloser, limit time.Duration) *http.Request {
+	first := o.attempts == 1
+	keyed := o.key != ""
+	if ctx == o.ctx && first && !keyed && o.body.sendsCallersBody(o.req) {
+		return o.req
+	}
+	r := o.req.WithContext(ctx)
+	if keyed {
+		r.Header = o.keyedHeader(limit)
+	}
+	o.body.set(r, first, nextBody)
+	return r
+}
+
+// keyedHeader returns a copy of the caller's header for a keyed attempt: with
+// the key when the Transport adds it, and with Prefer: wait=N (RFC 7240),
+// N the whole seconds the attempt can wait for its answer, less a margin for
+// the answer to come back (see preferWait), so that a server that makes a
+// duplicate wait for the first request answers 409 before this attempt is
+// cut. A caller's own Prefer wait is kept as it is. The values are the
+// caller's own slices, capped so that an append cannot write into them.
+func (o *operation) keyedHeader(limit time.Duration) http.Header {
+	src := o.req.Header
+	h := make(http.Header, len(src)+2)
+	for k, vs := range src {
+		h[k] = vs[:len(vs):len(vs)]
+	}
+	if o.header != "" {
+		h[HeaderIdempotencyKey] = []string{o.header}
+	}
+	if !prefersWait(src) {
+		h["Prefer"] = append(h["Prefer"], "wait="+strconv.FormatInt(int64(preferWait(limit)/time.Second), 10))
+	}
+	return h
+}
+
+// preferWait returns how long a server may hold an attempt that can wait
+// limit for its answer: limit less a tenth (at least 100ms) for the answer to
+// travel back, rounded down to whole seconds. Less than a second gives 0: the
+// server answers at once rather than wait past the attempt's time-out (no
+// Prefer would let it wait its own default).
+func preferWait(limit time.Duration) time.Duration {
+	d := limit - max(limit/10, 100*time.Millisecond)
+	if d < time.Second {
+		return 0
+	}
+	return d.Truncate(time.Second)
+}
+
+// prefersWait reports whether h already holds a Prefer wait preference.
+func prefersWait(h http.Header) bool {
+	for _, v := range h.Values("Prefer") {
+		for _, p := range strings.Split(v, ",") {
+			if name, _, _ := strings.Cut(strings.TrimSpace(p), "="); strings.EqualFold(strings.TrimSpace(name), "wait") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// cancelBody is the response body of a bounded attempt: closing it releases
+// the attempt's context.
+type cancelBody struct {
+	io.ReadCloser
+	cancel context.CancelCauseFunc
+}
+
+func (b *cancelBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel(nil)
 	return err
 }
 
-// Value returns the caller's context's value for key.
-func (a *attempt) Value(key any) any { return a.parent.Value(key) }
+// attemptTimeoutError is the error of an attempt cut by WithAttemptTimeout or
+// by the WithMaxElapsed cap. It is a net.Error with Timeout() true. An attempt
+// time-out matches context.DeadlineExceeded, as an http.Client time-out does;
+// a cut by the cap does not: the caller's context is fine, and the *Error
+// says the cap ended the operation.
+type attemptTimeoutError struct {
+	after  time.Duration
+	capped bool // cut by the WithMaxElapsed cap
+}
 
-// String names the context as context.WithCancel's would.
-func (a *attempt) String() string { return "idem.attempt(WithCancel)" }
-
-// AfterFunc arranges for f to be called after the attempt is released, or at
-// once in its own goroutine if it already is. The context package calls it to
-// link a context derived from the attempt's (net/http derives one for every
-// request) without a goroutine. The returned stop function does nothing and
-// returns false: the context package uses it only to drop the registration of
-// a derived context cancelled on its own, and calling f for such a context
-// later is a no-op; all registrations are dropped when the attempt is released.
-func (a *attempt) AfterFunc(f func()) (stop func() bool) {
-	a.mu.Lock()
-	if a.err != nil {
-		a.mu.Unlock()
-		go f()
-		return noStop
+func (e *attemptTimeoutError) Error() string {
+	if e.capped {
+		return "idem: attempt cut after " + e.after.String() + " by the operation's WithMaxElapsed cap"
 	}
-	if a.after == nil {
-		a.after = f
-	} else {
-		a.afters = append(a.afters, f)
+	return "idem: attempt timed out after " + e.after.String()
+}
+
+func (e *attemptTimeoutError) Timeout() bool   { return true }
+func (e *attemptTimeoutError) Temporary() bool { return true }
+func (e *attemptTimeoutError) Is(target error) bool {
+	return target == context.DeadlineExceeded && !e.capped
+}
+
+// discard drains up to drainLimit bytes of resp's body and closes it, so that
+// the connection goes back to the pool. A non-zero until bounds the time the
+// drain may take: a body that stalls is closed then (which ends the read).
+func discard(resp *http.Response, until time.Time) {
+	if resp == nil || resp.Body == nil {
+		return
 	}
-	a.mu.Unlock()
-	return noStop
+	if !until.IsZero() {
+		d := time.Until(until)
+		if d <= 0 {
+			_ = resp.Body.Close()
+			return
+		}
+		stop := time.AfterFunc(d, func() { _ = resp.Body.Close() })
+		defer stop.Stop()
+	}
+	_, _ = io.CopyN(io.Discard, resp.Body, drainLimit)
+	_ = resp.Body.Close()
 }
 
-func noStop() bool { return false }
-
-// attemptBody is the response body of a bound attempt: closing it releases the
-// attempt's context. The bound applies to the wait for the response headers
-// only; the body outlives it.
-type attemptBody attempt
-
-func (b *attemptBody) Read(p []byte) (int, error) { return b.body.Read(p) }
-
-func (b *attemptBody) Close() error {
-	err := b.body.Close()
-	(*attempt)(b).release()
-	return err
+// closeRequestBody closes req's body, as a RoundTripper must even when it
+// sends nothing.
+func closeRequestBody(req *http.Request) {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
 }
-
-// expirer is the timer function of a bounded attempt. Expirers are pooled so
-// that arming a bound needs no closure: each holds its own func value, made
-// once, which calls release on the attempt it is set to. An expirer goes back
-// to the pool only when its timer was stopped before firing.
-type expirer struct {
-	a  *attempt
-	fn func()
-}
-
-var expirers = sync.Pool{New: func() any {
-	e := new(expirer)
-	e.fn = e.fire
-	return e
-}}
-
-func (e *expirer) fire() { e.a.release() }

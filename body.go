@@ -2,14 +2,10 @@ package idem
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 )
-
-// drainLimit is how much of a discarded response body is read so that its
-// connection can be reused; a longer body is closed unread (the connection is
-// then closed too, which costs less than reading it).
-const drainLimit = 64 << 10
 
 // bodyKind says how each attempt gets the request body.
 type bodyKind uint8
@@ -22,45 +18,79 @@ const (
 )
 
 // replayBody is how one operation replays its request body.
+//
+// The rule: a body with GetBody is rewound with it. A body without GetBody
+// whose length is known (ContentLength > 0) and at most the buffer limit is
+// read into memory first, for as long as the caller's context allows, and
+// replayed from there. Any other body is a stream and is sent once, as it is,
+// never retried: a body longer than the limit, a body of unknown length
+// (ContentLength -1 or 0: chunked, with its trailers, or a full-duplex
+// stream whose producer waits for the response), or any body when the
+// operation may not be retried at all.
 type replayBody struct {
-	kind bodyKind
-	buf  []byte        // bodyBuffered
-	once io.ReadCloser // bodyOnce: what the single attempt sends
+	kind     bodyKind
+	buf      []byte        // bodyBuffered
+	once     io.ReadCloser // bodyOnce: what the single attempt sends
+	getBody  func() (io.ReadCloser, error)
+	mismatch bool // the body's length is not its ContentLength: sent once, to fail as net/http fails
 }
 
-// newReplayBody decides how req's body is replayed. When retrying is possible
-// at all (mayRetry) and req has a body but no GetBody, up to limit bytes are
-// read into memory: a body that fits is buffered (and req.Body closed), a larger
-// one is sent once, its read part followed by the rest. A read error is
-// returned after closing req.Body.
-func newReplayBody(req *http.Request, limit int64, mayRetry bool) (replayBody, error) {
+// newReplayBody decides how req's body is replayed; mayRetry says whether the
+// operation may be retried at all. A read error, or the end of ctx while
+// reading, is returned after closing req.Body.
+func newReplayBody(ctx context.Context, req *http.Request, limit int64, mayRetry bool) (replayBody, error) {
 	switch {
 	case req.Body == nil || req.Body == http.NoBody:
 		return replayBody{kind: bodyNone}, nil
 	case req.GetBody != nil:
 		return replayBody{kind: bodyGetBody}, nil
-	case !mayRetry || limit == 0:
+	case !mayRetry || req.ContentLength <= 0 || req.ContentLength > limit:
 		return replayBody{kind: bodyOnce, once: req.Body}, nil
 	}
-	n := limit + 1
-	if req.ContentLength > 0 && req.ContentLength < n {
-		n = req.ContentLength + 1 // read to EOF without growing the buffer
-	}
-	var b bytes.Buffer
-	b.Grow(int(min(n, 64<<10)))
-	_, err := b.ReadFrom(io.LimitReader(req.Body, limit+1))
+	// One byte more than announced tells a body longer than its ContentLength.
+	buf, err := readContext(ctx, req.Body, req.ContentLength+1)
 	if err != nil {
-		req.Body.Close()
+		_ = req.Body.Close()
 		return replayBody{}, err
 	}
-	if int64(b.Len()) > limit {
-		return replayBody{kind: bodyOnce, once: &prefixedBody{
-			Reader: io.MultiReader(bytes.NewReader(b.Bytes()), req.Body),
+	if int64(len(buf)) != req.ContentLength {
+		return replayBody{kind: bodyOnce, mismatch: true, once: &prefixedBody{
+			Reader: io.MultiReader(bytes.NewReader(buf), req.Body),
 			Closer: req.Body,
 		}}, nil
 	}
-	req.Body.Close()
-	return replayBody{kind: bodyBuffered, buf: b.Bytes()}, nil
+	_ = req.Body.Close()
+	return replayBody{kind: bodyBuffered, buf: buf}, nil
+}
+
+// readContext reads up to n bytes of r, and stops when ctx ends (closing r to
+// unblock the read), returning its cause.
+func readContext(ctx context.Context, r io.ReadCloser, n int64) ([]byte, error) {
+	read := func() ([]byte, error) {
+		var b bytes.Buffer
+		b.Grow(int(min(n, 64<<10)))
+		_, err := b.ReadFrom(io.LimitReader(r, n))
+		return b.Bytes(), err
+	}
+	if ctx.Done() == nil {
+		return read()
+	}
+	type result struct {
+		b   []byte
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		b, err := read()
+		done <- result{b, err}
+	}()
+	select {
+	case res := <-done:
+		return res.b, res.err
+	case <-ctx.Done():
+		_ = r.Close() // ends the read; the goroutine then exits
+		return nil, context.Cause(ctx)
+	}
 }
 
 // replayable reports whether the body can be sent more than once.
@@ -68,31 +98,58 @@ func (rb *replayBody) replayable() bool {
 	return rb.kind != bodyOnce
 }
 
+// sendsCallersBody reports whether the first attempt can send req's body as
+// it is.
+func (rb *replayBody) sendsCallersBody(req *http.Request) bool {
+	switch rb.kind {
+	case bodyNone, bodyGetBody:
+		return true
+	case bodyOnce:
+		return rb.once == req.Body
+	}
+	return false
+}
+
+// set gives the attempt's request r its body: for an attempt after the first
+// with GetBody, next (from the next method).
+func (rb *replayBody) set(r *http.Request, first bool, next io.ReadCloser) {
+	switch rb.kind {
+	case bodyGetBody:
+		if !first {
+			r.Body = next
+		}
+	case bodyBuffered:
+		if rb.getBody == nil {
+			buf := rb.buf
+			rb.getBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf)), nil }
+		}
+		r.Body, _ = rb.getBody()
+		r.GetBody = rb.getBody
+	case bodyOnce:
+		r.Body = rb.once
+	}
+}
+
+// next returns the body of the next attempt when it comes from GetBody.
+func (rb *replayBody) next(req *http.Request) (io.ReadCloser, error) {
+	if rb.kind != bodyGetBody {
+		return nil, nil
+	}
+	return req.GetBody()
+}
+
+// close closes the caller's body when no attempt will send it.
+func (rb *replayBody) close(req *http.Request) {
+	switch rb.kind {
+	case bodyGetBody:
+		closeRequestBody(req)
+	case bodyOnce:
+		_ = rb.once.Close()
+	}
+}
+
 // prefixedBody is a request body whose start was read ahead.
 type prefixedBody struct {
 	io.Reader
 	io.Closer
-}
-
-// bufferedBody returns a fresh reader of buf for one attempt.
-func bufferedBody(buf []byte) io.ReadCloser {
-	return io.NopCloser(bytes.NewReader(buf))
-}
-
-// discard drains up to drainLimit bytes of resp's body and closes it, so that
-// the connection goes back to the pool.
-func discard(resp *http.Response) {
-	if resp == nil || resp.Body == nil {
-		return
-	}
-	_, _ = io.CopyN(io.Discard, resp.Body, drainLimit)
-	_ = resp.Body.Close()
-}
-
-// closeRequestBody closes req's body, as a RoundTripper must even when it
-// sends nothing.
-func closeRequestBody(req *http.Request) {
-	if req.Body != nil {
-		_ = req.Body.Close()
-	}
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -74,10 +73,7 @@ type Budget struct {
 	withdrawals int64 // retries taken in the window (sum over buckets)
 	stats       BudgetStats
 
-	holdMu  sync.Mutex
-	holds   map[string]time.Time
-	nHeld   atomic.Int64 // len(holds), read without holdMu
-	lastNow time.Time    // the latest now given to heldUntil, for pruning
+	holds hostHolds // hosts held back after a 429 or 503 with Retry-After (hostholds.go)
 }
 
 // budgetBucket is what one TTL/10 slice of time holds.
@@ -290,74 +286,22 @@ func (b *Budget) cancelWithdrawal(tick int64) bool {
 }
 
 // holdHost holds every operation on host back until the given time, after a 429
-// or 503 with Retry-After. Of two holds on one host the later wins.
+// or 503 with Retry-After.
 func (b *Budget) holdHost(host string, until time.Time) {
 	if b == nil {
 		return
 	}
 	b.once.Do(b.init)
-	if b.cfg.maxHeldHosts == 0 {
-		return
-	}
-	b.holdMu.Lock()
-	defer b.holdMu.Unlock()
-	if !until.After(b.lastNow) {
-		return // already over
-	}
-	if cur, ok := b.holds[host]; ok {
-		if until.After(cur) {
-			b.holds[host] = until
-		}
-		return
-	}
-	if b.holds == nil {
-		b.holds = make(map[string]time.Time)
-	}
-	if len(b.holds) >= b.cfg.maxHeldHosts {
-		for h, u := range b.holds {
-			if !u.After(b.lastNow) {
-				delete(b.holds, h)
-			}
-		}
-	}
-	if len(b.holds) >= b.cfg.maxHeldHosts {
-		var first string
-		var firstUntil time.Time
-		for h, u := range b.holds {
-			if firstUntil.IsZero() || u.Before(firstUntil) {
-				first, firstUntil = h, u
-			}
-		}
-		if !until.After(firstUntil) {
-			return // the new hold is the one that ends soonest
-		}
-		delete(b.holds, first)
-	}
-	b.holds[host] = until
-	b.nHeld.Store(int64(len(b.holds)))
+	b.holds.hold(host, until, b.cfg.maxHeldHosts)
 }
 
 // heldUntil returns the time until which host is held, or the zero time if it is
-// not held at now. An expired hold is dropped when seen.
+// not held at now.
 func (b *Budget) heldUntil(host string, now time.Time) time.Time {
-	if b == nil || b.nHeld.Load() == 0 {
+	if b == nil {
 		return time.Time{}
 	}
-	b.holdMu.Lock()
-	defer b.holdMu.Unlock()
-	if now.After(b.lastNow) {
-		b.lastNow = now
-	}
-	until, ok := b.holds[host]
-	if !ok {
-		return time.Time{}
-	}
-	if !until.After(now) {
-		delete(b.holds, host)
-		b.nHeld.Store(int64(len(b.holds)))
-		return time.Time{}
-	}
-	return until
+	return b.holds.until(host, now)
 }
 
 // Stats returns what b has done since it was created. It is cheap enough to call
@@ -369,7 +313,7 @@ func (b *Budget) Stats() BudgetStats {
 	b.mu.Lock()
 	s := b.stats
 	b.mu.Unlock()
-	s.HeldHosts = int(b.nHeld.Load())
+	s.HeldHosts = int(b.holds.n.Load())
 	return s
 }
 

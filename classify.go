@@ -4,19 +4,17 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"io"
 	"net"
 	"net/http"
-	"syscall"
 )
 
 // Reason says why an attempt is retried.
 type Reason int
 
 const (
-	// ReasonTransportError: the attempt ended in a network error (connection
-	// refused or reset, closed before the response, a timeout of the next
-	// RoundTripper).
+	// ReasonTransportError: the attempt ended in a transport error that is not
+	// known to be permanent (a reset or closed connection, an HTTP/2 stream
+	// or connection error, a timeout of the next RoundTripper).
 	ReasonTransportError Reason = iota + 1
 	// ReasonAttemptTimeout: the attempt's response headers did not arrive within
 	// WithAttemptTimeout (or before WithMaxElapsed).
@@ -43,6 +41,73 @@ func (r Reason) String() string {
 	return "unknown"
 }
 
+// outcome is what one attempt came to, as classify sees it: a status, or a
+// transport error (err), or a time-out of the attempt's own bound.
+type outcome struct {
+	status   int   // the response's status code; 0 when there was no response
+	err      error // the next RoundTripper's error
+	timedOut bool  // the attempt's bound (WithAttemptTimeout or the cap) cut it
+}
+
+// refusal says why an outcome is not retried.
+type refusal uint8
+
+const (
+	refuseNone    refusal = iota // the outcome may be retried
+	refuseFinal                  // a response whose status is final (2xx, 4xx, 501, ...)
+	refuseError                  // an error known to be permanent
+	refuseRequest                // a retryable outcome, but the request may not be repeated (unkeyed POST)
+)
+
+// classify is the retry rule of CONTRACT.md §1 as a pure function: given the
+// request's method, whether the operation is keyed, whether WithRetryUnsent is
+// on, and what an attempt came to, it returns why the attempt may be retried,
+// or 0 and why not.
+func classify(method string, keyed, retryUnsent bool, out outcome) (Reason, refusal) {
+	repeatable := keyed || idempotentMethod(method)
+	switch {
+	case out.timedOut:
+		if !repeatable {
+			return 0, refuseRequest
+		}
+		return ReasonAttemptTimeout, refuseNone
+	case out.err != nil:
+		switch classifyError(out.err) {
+		case errPermanent:
+			return 0, refuseError
+		case errUnprocessed:
+			return ReasonTransportError, refuseNone
+		case errUnsent:
+			if repeatable || retryUnsent {
+				return ReasonTransportError, refuseNone
+			}
+			return 0, refuseRequest
+		}
+		if !repeatable {
+			return 0, refuseRequest
+		}
+		return ReasonTransportError, refuseNone
+	}
+	var r Reason
+	switch out.status {
+	case http.StatusRequestTimeout, http.StatusTooManyRequests,
+		http.StatusInternalServerError, http.StatusBadGateway,
+		http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		r = ReasonStatus
+	case http.StatusConflict:
+		if keyed {
+			r = ReasonInProgress
+		}
+	}
+	switch {
+	case r == 0:
+		return 0, refuseFinal
+	case !repeatable:
+		return 0, refuseRequest
+	}
+	return r, refuseNone
+}
+
 // idempotentMethod reports whether RFC 9110 makes method idempotent ("" is GET).
 func idempotentMethod(method string) bool {
 	switch method {
@@ -55,24 +120,6 @@ func idempotentMethod(method string) bool {
 // autoKeyMethod reports whether a key is generated for method when none is given.
 func autoKeyMethod(method string) bool {
 	return method == http.MethodPost || method == http.MethodPatch
-}
-
-// statusReason returns why a response with status code may be retried, or 0 if
-// it may not. keyed says whether the operation has an Idempotency-Key; only
-// then does 409 mean "still in progress". The caller has already checked that
-// the request may be repeated at all (idempotent method or keyed).
-func statusReason(code int, keyed bool) Reason {
-	switch code {
-	case http.StatusRequestTimeout, http.StatusTooManyRequests,
-		http.StatusInternalServerError, http.StatusBadGateway,
-		http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return ReasonStatus
-	case http.StatusConflict:
-		if keyed {
-			return ReasonInProgress
-		}
-	}
-	return 0
 }
 
 // honoursRetryAfter reports whether a Retry-After on a response with status code
@@ -91,24 +138,45 @@ func holdsHost(code int) bool {
 type errClass uint8
 
 const (
-	// errPermanent: retrying cannot help (certificate errors, an unsupported
-	// scheme, a malformed request) or the error is not known to be transient.
-	errPermanent errClass = iota
-	// errTransient: a network failure; the request may or may not have reached
-	// the server.
-	errTransient
+	// errTransient: any error not known to be permanent; the request may or
+	// may not have reached the server, so only a repeatable request is
+	// retried.
+	errTransient errClass = iota
+	// errPermanent: retrying cannot help (see classifyError).
+	errPermanent
 	// errUnsent: the connection never opened (a dial error): the server cannot
-	// have seen the request.
+	// have seen the request. An unkeyed POST is retried only with
+	// WithRetryUnsent.
 	errUnsent
+	// errUnprocessed: the server says it did not process the request (HTTP/2
+	// REFUSED_STREAM): any request may be retried.
+	errUnprocessed
 )
 
-// classifyError says whether err, returned by the next RoundTripper for one
-// attempt, may be retried. It decides by type, never by text. It is
-// conservative: an error that is not known to be a network failure is
-// permanent, so an error of a wrapped RoundTripper (a signing failure, a bad
-// URL, an unsupported scheme) is never repeated.
+// h2StreamError has the fields of net/http's HTTP/2 stream error (and of
+// golang.org/x/net/http2.StreamError): net/http's error converts itself into
+// any struct with these fields through its As method, so errors.As finds the
+// code without naming an unexported type or reading the error's text.
+type h2StreamError struct {
+	StreamID uint32
+	Code     uint32
+	Cause    error
+}
+
+func (e h2StreamError) Error() string { return "http2 stream error" }
+
+// h2RefusedStream is HTTP/2's REFUSED_STREAM (RFC 9113 §7): the stream was
+// refused before any processing.
+const h2RefusedStream = 0x7
+
+// classifyError says what err, returned by the next RoundTripper for one
+// attempt, means for a retry. It decides by type, never by text. The errors
+// known to be permanent are the same whatever is tried again: certificate
+// and TLS errors, a host name that does not exist, a plain-HTTP answer to an
+// HTTPS request. Any other error (resets, EOF, HTTP/2 stream and GOAWAY
+// errors, errors of a wrapped RoundTripper it does not know) is transient:
+// retried when the request is idempotent or keyed.
 func classifyError(err error) errClass {
-	// Certificate and TLS configuration errors: the same next time.
 	var (
 		unknownAuthority x509.UnknownAuthorityError
 		certInvalid      x509.CertificateInvalidError
@@ -116,32 +184,23 @@ func classifyError(err error) errClass {
 		verification     *tls.CertificateVerificationError
 		recordHeader     tls.RecordHeaderError
 		alert            tls.AlertError
+		dnsErr           *net.DNSError
+		opErr            *net.OpError
+		streamErr        h2StreamError
 	)
-	if errors.As(err, &unknownAuthority) || errors.As(err, &certInvalid) ||
-		errors.As(err, &hostname) || errors.As(err, &verification) ||
-		errors.As(err, &recordHeader) || errors.As(err, &alert) {
-		return errPermanent
+	switch {
+	case errors.As(err, &unknownAuthority), errors.As(err, &certInvalid),
+		errors.As(err, &hostname), errors.As(err, &verification),
+		errors.As(err, &recordHeader), errors.As(err, &alert):
+		return errPermanent // certificates and TLS: the same next time
+	case errors.Is(err, http.ErrSchemeMismatch):
+		return errPermanent // an HTTP server on an https URL
+	case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
+		return errPermanent // a name that does not exist
+	case errors.As(err, &opErr) && opErr.Op == "dial":
+		return errUnsent
+	case errors.As(err, &streamErr) && streamErr.Code == h2RefusedStream:
+		return errUnprocessed
 	}
-	// A name that does not exist.
-	var dnsErr *net.DNSError
-	if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
-		return errPermanent
-	}
-	var opErr *net.OpError
-	if errors.As(err, &opErr) {
-		if opErr.Op == "dial" {
-			return errUnsent
-		}
-		return errTransient
-	}
-	var netErr net.Error
-	if errors.As(err, &netErr) && netErr.Timeout() {
-		return errTransient
-	}
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNABORTED) ||
-		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) {
-		return errTransient
-	}
-	return errPermanent
+	return errTransient
 }

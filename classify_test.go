@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -50,15 +51,20 @@ func TestRetryTableStatus(t *testing.T) {
 	// The statuses that may be retried for an idempotent or keyed request; 409
 	// only for a keyed one. Everything else goes back to the caller as it is.
 	retryable := map[int]bool{408: true, 429: true, 500: true, 502: true, 503: true, 504: true}
+	// RFC 9110's idempotent methods, written out: the expected values never
+	// come from the code under test.
+	idempotent := map[string]bool{"GET": true, "HEAD": true, "OPTIONS": true, "TRACE": true, "PUT": true, "DELETE": true}
 	statuses := []int{200, 201, 204, 301, 304, 400, 401, 403, 404, 405, 408, 409, 410, 412, 413, 415, 422, 425, 429,
 		451, 500, 501, 502, 503, 504, 505, 511}
 	const maxAttempts = 3
 	for _, m := range retryMethods {
 		for _, status := range statuses {
 			want := 1
-			if (retryable[status] || status == 409 && m.keyed) &&
-				(idempotentMethod(m.method) || m.keyed) {
+			if (retryable[status] || status == 409 && m.keyed) && (idempotent[m.method] || m.keyed) {
 				want = maxAttempts
+			}
+			if status == 409 && m.keyed {
+				want = 1 + 10 // 409 polls do not use up attempts: the first, then at most 10 polls
 			}
 			t.Run(fmt.Sprintf("%s/%d", m.name, status), func(t *testing.T) {
 				t.Parallel()
@@ -120,11 +126,15 @@ func TestRetryTableErrors(t *testing.T) {
 		{"dns not found", dnsNotFound, "permanent"},
 		{"unknown authority", x509.UnknownAuthorityError{}, "permanent"},
 		{"certificate invalid", x509.CertificateInvalidError{Reason: x509.Expired}, "permanent"},
-		{"hostname", x509.HostnameError{Host: "x"}, "permanent"},
+		{"hostname", x509.HostnameError{Certificate: &x509.Certificate{}, Host: "x"}, "permanent"},
 		{"tls verification", &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}, "permanent"},
 		{"tls record header", tls.RecordHeaderError{Msg: "not TLS"}, "permanent"},
 		{"tls alert", tls.AlertError(42), "permanent"},
-		{"unknown error", errors.New("signing failed"), "permanent"},
+		{"scheme mismatch", http.ErrSchemeMismatch, "permanent"},
+		// An error not known to be permanent may be repeated (issue 9).
+		{"unknown error", errors.New("signing failed"), "transient"},
+		{"http2 internal error", h2StreamError{StreamID: 1, Code: 0x2}, "transient"},
+		{"http2 refused stream", h2StreamError{StreamID: 1, Code: 0x7}, "unprocessed"},
 	}
 	reqs := []struct {
 		name   string
@@ -134,11 +144,11 @@ func TestRetryTableErrors(t *testing.T) {
 		// retried lists the classes retried for this request.
 		retried map[string]bool
 	}{
-		{"GET", http.MethodGet, nil, false, map[string]bool{"transient": true, "unsent": true}},
-		{"POST/auto-key", http.MethodPost, nil, false, map[string]bool{"transient": true, "unsent": true}},
-		{"POST/context-key", http.MethodPost, []Option{WithAutoKeys(false)}, true, map[string]bool{"transient": true, "unsent": true}},
-		{"POST/no-key", http.MethodPost, []Option{WithAutoKeys(false)}, false, map[string]bool{}},
-		{"PATCH/no-key+unsent", http.MethodPatch, []Option{WithAutoKeys(false), WithRetryUnsent()}, false, map[string]bool{"unsent": true}},
+		{"GET", http.MethodGet, nil, false, map[string]bool{"transient": true, "unsent": true, "unprocessed": true}},
+		{"POST/auto-key", http.MethodPost, nil, false, map[string]bool{"transient": true, "unsent": true, "unprocessed": true}},
+		{"POST/context-key", http.MethodPost, []Option{WithAutoKeys(false)}, true, map[string]bool{"transient": true, "unsent": true, "unprocessed": true}},
+		{"POST/no-key", http.MethodPost, []Option{WithAutoKeys(false)}, false, map[string]bool{"unprocessed": true}},
+		{"PATCH/no-key+unsent", http.MethodPatch, []Option{WithAutoKeys(false), WithRetryUnsent()}, false, map[string]bool{"unsent": true, "unprocessed": true}},
 	}
 	const maxAttempts = 3
 	for _, r := range reqs {
@@ -177,6 +187,16 @@ func TestRetryTableErrors(t *testing.T) {
 				if want == 1 && te.Cause != nil {
 					t.Errorf("not retried but Cause = %v, want nil", te.Cause)
 				}
+				// The message says whether the error or the request was not retryable.
+				if want == 1 {
+					wantText := "request not retryable"
+					if e.class == "permanent" {
+						wantText = "error not retryable"
+					}
+					if !strings.Contains(err.Error(), wantText) {
+						t.Errorf("err %q does not say %q", err, wantText)
+					}
+				}
 			})
 		}
 	}
@@ -190,6 +210,51 @@ func TestReasonString(t *testing.T) {
 	} {
 		if got := r.String(); got != want {
 			t.Errorf("Reason(%d).String() = %q, want %q", int(r), got, want)
+		}
+	}
+}
+
+// TestClassify runs the rule as the pure function it is: no transport, the
+// expected answers written out.
+func TestClassify(t *testing.T) {
+	t.Parallel()
+	reset := &net.OpError{Op: "read", Err: syscall.ECONNRESET}
+	dial := &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}
+	cert := x509.UnknownAuthorityError{}
+	tests := []struct {
+		method      string
+		keyed       bool
+		retryUnsent bool
+		out         outcome
+		reason      Reason
+		refusal     refusal
+	}{
+		{"GET", false, false, outcome{status: 503}, ReasonStatus, refuseNone},
+		{"DELETE", false, false, outcome{status: 429}, ReasonStatus, refuseNone},
+		{"OPTIONS", false, false, outcome{status: 408}, ReasonStatus, refuseNone},
+		{"TRACE", false, false, outcome{err: reset}, ReasonTransportError, refuseNone},
+		{"HEAD", false, false, outcome{timedOut: true}, ReasonAttemptTimeout, refuseNone},
+		{"PUT", false, false, outcome{status: 409}, 0, refuseFinal},
+		{"PUT", true, false, outcome{status: 409}, ReasonInProgress, refuseNone},
+		{"POST", true, false, outcome{status: 502}, ReasonStatus, refuseNone},
+		{"POST", false, false, outcome{status: 502}, 0, refuseRequest},
+		{"POST", false, false, outcome{status: 201}, 0, refuseFinal},
+		{"POST", false, false, outcome{err: reset}, 0, refuseRequest},
+		{"POST", false, false, outcome{err: dial}, 0, refuseRequest},
+		{"POST", false, true, outcome{err: dial}, ReasonTransportError, refuseNone},
+		{"POST", false, false, outcome{err: h2StreamError{Code: 0x7}}, ReasonTransportError, refuseNone},
+		{"PATCH", true, false, outcome{err: errors.New("unknown")}, ReasonTransportError, refuseNone},
+		{"GET", false, false, outcome{err: cert}, 0, refuseError},
+		{"GET", false, false, outcome{status: 501}, 0, refuseFinal},
+		{"GET", false, false, outcome{status: 505}, 0, refuseFinal},
+		{"GET", false, false, outcome{status: 404}, 0, refuseFinal},
+		{"", false, false, outcome{status: 500}, ReasonStatus, refuseNone},
+	}
+	for _, tt := range tests {
+		reason, why := classify(tt.method, tt.keyed, tt.retryUnsent, tt.out)
+		if reason != tt.reason || why != tt.refusal {
+			t.Errorf("classify(%q, keyed=%v, unsent=%v, %+v) = %v, %d; want %v, %d",
+				tt.method, tt.keyed, tt.retryUnsent, tt.out, reason, why, tt.reason, tt.refusal)
 		}
 	}
 }

@@ -10,8 +10,10 @@ import (
 var (
 	// ErrExhausted means the retry policy ran out while the last attempt
 	// still ended in a transport error: every attempt was used (WithMaxAttempts),
-	// or the next wait would have ended past WithMaxElapsed or the context's
-	// deadline.
+	// or the next wait or attempt would have ended past WithMaxElapsed (the
+	// message then names the cap; the error does not match
+	// context.DeadlineExceeded, since the caller's context is fine) or the
+	// context's deadline.
 	ErrExhausted = errors.New("idem: retries exhausted")
 	// ErrBudgetExhausted means the shared retry budget (WithRetryBudget) refused
 	// the retry.
@@ -26,7 +28,8 @@ var (
 	ErrBodyNotReplayable = errors.New("idem: request body cannot be replayed")
 	// ErrInvalidKey means the request's key (from its header, its context or the
 	// key generator) is empty, longer than 255 characters, not visible ASCII, or
-	// a malformed Structured Field string. Nothing was sent.
+	// a malformed Structured Field string (the grammar the idem server reads),
+	// or the request carries more than one. Nothing was sent.
 	ErrInvalidKey = errors.New("idem: invalid idempotency key")
 )
 
@@ -52,11 +55,12 @@ type Error struct {
 	LastStatus int
 	// Cause is why the Transport stopped: one of the sentinel errors above or
 	// the context's cause. It is nil when LastErr is an error that may not be
-	// retried (a TLS certificate error, an unsupported scheme, a malformed
-	// request, ...).
+	// retried (a TLS certificate error, an unknown host, ...) or the request
+	// may not be repeated (a POST without a key); the message says which.
 	Cause error
 
-	detail string // an explanation of Cause, for Error
+	detail  string  // an explanation of Cause, for Error
+	refusal refusal // why LastErr was not retried, when Cause is nil
 }
 
 // Error says how many attempts were made and why the Transport stopped.
@@ -77,6 +81,8 @@ func (e *Error) Error() string {
 	switch {
 	case e.Cause != nil:
 		b.WriteString(strings.TrimPrefix(e.Cause.Error(), "idem: "))
+	case e.LastErr != nil && e.refusal == refuseRequest:
+		b.WriteString("request not retryable (a method that is not idempotent, without an Idempotency-Key)")
 	case e.LastErr != nil:
 		b.WriteString("error not retryable")
 	default:

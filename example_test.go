@@ -106,7 +106,7 @@ func ExampleReplayed() {
 		seen[key] = true
 		mu.Unlock()
 		if replay {
-			w.Header().Set(idem.HeaderReplayed, "true")
+			w.Header().Set("Idempotent-Replayed", "true")
 		}
 		w.WriteHeader(http.StatusCreated)
 	}))

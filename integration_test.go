@@ -1,6 +1,9 @@
 package idem
 
 import (
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"context"
 	"errors"
 	"io"
@@ -268,18 +271,44 @@ func TestTLSCertificateErrorNotRetried(t *testing.T) {
 	}
 }
 
-func TestUnsupportedSchemeAndMalformedURL(t *testing.T) {
+// TestMalformedRequestsGetNetHTTPErrors: a request idem cannot send (another
+// scheme, no host, a nil URL or Header) goes to the next RoundTripper as it
+// is, once, so the caller gets net/http's own error, never a panic, even with
+// a budget (which reads the host).
+func TestMalformedRequestsGetNetHTTPErrors(t *testing.T) {
 	t.Parallel()
-	tr := NewTransport(newHTTPTransport(t), noWait())
-	_, err := tr.RoundTrip(mustRequest(t, context.Background(), http.MethodGet, "ftp://127.0.0.1/file", ""))
-	if e := asError(t, err); e.Attempts != 1 || e.Cause != nil {
-		t.Errorf("unsupported scheme: %v", err)
-	}
-	req := mustRequest(t, context.Background(), http.MethodGet, "http://127.0.0.1/", "")
-	req.URL.Host = "" // no host
-	_, err = tr.RoundTrip(req)
-	if e := asError(t, err); e.Attempts != 1 || e.Cause != nil {
-		t.Errorf("malformed URL: %v", err)
+	base := newHTTPTransport(t)
+	tr := NewTransport(base, noWait(), WithRetryBudget(NewBudget()))
+	for _, tc := range []struct {
+		name string
+		req  func() *http.Request
+	}{
+		{"ftp scheme", func() *http.Request {
+			return mustRequest(t, context.Background(), http.MethodGet, "ftp://127.0.0.1/file", "")
+		}},
+		{"no host", func() *http.Request {
+			r := mustRequest(t, context.Background(), http.MethodGet, "http://127.0.0.1/", "")
+			r.URL.Host = ""
+			return r
+		}},
+		{"nil URL", func() *http.Request {
+			r := mustRequest(t, context.Background(), http.MethodPost, "http://127.0.0.1/", "x")
+			r.URL = nil
+			return r
+		}},
+		{"nil Header", func() *http.Request {
+			r := mustRequest(t, context.Background(), http.MethodGet, "http://127.0.0.1/", "")
+			r.Header = nil
+			return r
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, want := base.RoundTrip(tc.req())
+			require.Error(t, want)
+			_, err := tr.RoundTrip(tc.req())
+			require.Error(t, err)
+			assert.Equal(t, want.Error(), err.Error(), "idem's error is net/http's")
+		})
 	}
 }
 
@@ -325,10 +354,10 @@ func TestNewClientEndToEnd(t *testing.T) {
 			w.WriteHeader(http.StatusTooManyRequests)
 			return
 		}
-		w.Header().Set(HeaderReplayed, "true")
+		w.Header().Set("Idempotent-Replayed", "true")
 		_, _ = io.WriteString(w, r.Header.Get(HeaderIdempotencyKey))
 	})
-	client := NewClient(noWait(), WithKeyFormat(KeyFormatString))
+	client := NewClient(noWait(), WithQuotedKeys())
 	client.Transport.(*Transport).next = newHTTPTransport(t)
 	resp, err := client.Post(srv.URL, "application/json", strings.NewReader("{}"))
 	if err != nil {

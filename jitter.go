@@ -52,19 +52,29 @@ func (j Jitter) valid() bool {
 	return j >= FullJitter && j <= NoJitter
 }
 
-// NewBackOff returns a fresh backoff.BackOff for one logical operation: it holds
+// BackOff is a sequence of waits between retries. It has the method set of
+// github.com/cenkalti/backoff's BackOff (v4 and v5), so a BackOff from
+// NewBackOff can be used wherever one of those is expected.
+type BackOff interface {
+	// NextBackOff returns the wait before the next retry.
+	NextBackOff() time.Duration
+	// Reset starts the sequence over.
+	Reset()
+}
+
+// NewBackOff returns a fresh BackOff for one logical operation: it holds
 // per-operation state (the retry count, and the previous wait for
 // DecorrelatedJitter), so never share one between operations.
 //
 // The n-th call of NextBackOff (n from 0) returns the wait before retry n+1.
-// Reset starts over. NextBackOff never returns backoff.Stop: how many attempts are
+// Reset starts over. NextBackOff never returns a stop value: how many attempts are
 // made, and for how long, is the caller's decision. The exponential term
 // saturates at max for every n, so it never overflows.
 //
 // rnd returns uniform numbers in [0, 1); nil means math/rand/v2's Float64. A
 // value outside [0, 1) is clamped into it. NewBackOff panics if j is not one of
 // the four constants or if base or max is negative.
-func NewBackOff(j Jitter, base, max time.Duration, rnd func() float64) backoff.BackOff {
+func NewBackOff(j Jitter, base, max time.Duration, rnd func() float64) BackOff {
 	if !j.valid() {
 		panic(fmt.Sprintf("idem: NewBackOff: invalid Jitter %d", int(j)))
 	}
@@ -74,9 +84,15 @@ func NewBackOff(j Jitter, base, max time.Duration, rnd func() float64) backoff.B
 	if rnd == nil {
 		rnd = rand.Float64
 	}
+	return newJitterBackOff(j, base, max, rnd)
+}
+
+// newJitterBackOff is NewBackOff for checked arguments.
+func newJitterBackOff(j Jitter, base, max time.Duration, rnd func() float64) *jitterBackOff {
 	return &jitterBackOff{jitter: j, base: base, max: max, rnd: rnd, prev: base}
 }
 
+// The BackOff of the package that names the vocabulary.
 var _ backoff.BackOff = (*jitterBackOff)(nil)
 
 // jitterBackOff is the backoff.BackOff that NewBackOff returns.

@@ -7,31 +7,17 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+
+	"github.com/idemkit/idem/internal/keyformat"
 )
 
 // HeaderIdempotencyKey is the request header that carries the key of an
 // operation (draft-ietf-httpapi-idempotency-key-header).
 const HeaderIdempotencyKey = "Idempotency-Key"
 
-// HeaderReplayed is the response header with which a server marks a replay of a
-// stored response ("true").
-const HeaderReplayed = "Idempotent-Replayed"
-
-// MaxKeyLen is the longest key, in characters, that the Transport sends.
-const MaxKeyLen = 255
-
-// KeyFormat says how a key is written to the Idempotency-Key header.
-type KeyFormat int
-
-const (
-	// KeyFormatRaw writes the key as it is: what Stripe and most servers read.
-	// It is the zero value and the default.
-	KeyFormatRaw KeyFormat = iota
-	// KeyFormatString writes the key as an RFC 8941 Structured Field string, as
-	// the IETF draft requires: in double quotes, with `"` and `\` escaped by a
-	// backslash.
-	KeyFormatString
-)
+// headerReplayed is the response header with which a server marks a replay of
+// a stored response ("true").
+const headerReplayed = "Idempotent-Replayed"
 
 // keyCtxKey is the context key under which WithKey stores a key.
 type keyCtxKey struct{}
@@ -95,11 +81,11 @@ func KeyFromRequest(r *http.Request) string {
 	if r == nil {
 		return ""
 	}
-	if vs := r.Header[HeaderIdempotencyKey]; len(vs) > 0 {
-		if k, err := parseKey(vs[0]); err == nil {
+	if v, n := headerKey(r.Header); n > 0 {
+		if k, err := parseKey(v); err == nil {
 			return k
 		}
-		return vs[0]
+		return v
 	}
 	if k, ok := keyFromContext(r.Context()); ok {
 		return k
@@ -114,7 +100,7 @@ func Replayed(resp *http.Response) bool {
 	if resp == nil {
 		return false
 	}
-	v := resp.Header.Get(HeaderReplayed)
+	v := resp.Header.Get(headerReplayed)
 	return strings.EqualFold(strings.TrimSpace(v), "true")
 }
 
@@ -131,123 +117,63 @@ func (e *keyError) Error() string {
 
 func (e *keyError) Unwrap() error { return ErrInvalidKey }
 
-// checkKey returns the reason key is not a valid key, or "".
-func checkKey(key string) string {
-	if key == "" {
-		return "empty"
+// resolveKey returns the operation's key and, when the Transport must add it
+// to the request, the header value to send. A key on the request's header is
+// used as it is (under the canonical name or any other spelling of it, never
+// sent twice); otherwise the context's key; otherwise, for POST and PATCH, a
+// generated one. An unkeyed operation returns "", "".
+func (c *config) resolveKey(req *http.Request) (key, header string, err error) {
+	if vs, n := headerKey(req.Header); n > 0 {
+		if n != 1 {
+			return "", "", &keyError{source: "header", reason: strconv.Itoa(n) + " values"}
+		}
+		key, err = parseKey(vs)
+		return key, "", err
 	}
-	if len(key) > MaxKeyLen {
-		return "longer than 255 characters"
+	source := "context"
+	key, ok := keyFromContext(req.Context())
+	if !ok {
+		if !c.autoKeys || !autoKeyMethod(req.Method) {
+			return "", "", nil
+		}
+		source, key = "generator", c.keyGen()
 	}
-	for i := 0; i < len(key); i++ {
-		if c := key[i]; c < 0x21 || c > 0x7e {
-			return "not visible ASCII (byte " + strconv.Itoa(i) + " is " + strconv.Quote(key[i:i+1]) + ")"
+	header, err = keyformat.Format(key, c.quotedKeys)
+	if err != nil {
+		return "", "", &keyError{source: source, reason: err.Error()}
+	}
+	return key, header, nil
+}
+
+// headerKey returns the first Idempotency-Key value of h and how many values
+// it holds, under the canonical name and under any other spelling of it (a
+// map entry set directly, such as h["idempotency-key"], is sent as well).
+func headerKey(h http.Header) (first string, n int) {
+	vs, ok := h[HeaderIdempotencyKey]
+	if len(vs) > 0 {
+		first, n = vs[0], len(vs)
+	}
+	if ok && len(h) == 1 {
+		return first, n
+	}
+	for k, vs := range h {
+		if k != HeaderIdempotencyKey && len(k) == len(HeaderIdempotencyKey) &&
+			strings.EqualFold(k, HeaderIdempotencyKey) && len(vs) > 0 {
+			if n == 0 {
+				first = vs[0]
+			}
+			n += len(vs)
 		}
 	}
-	return ""
+	return first, n
 }
 
-// checkOutgoingKey returns the reason key cannot be sent in format f, or "". A
-// raw key may not start with a double quote: a server would read it as a
-// Structured Field string.
-func checkOutgoingKey(key string, f KeyFormat) string {
-	if reason := checkKey(key); reason != "" {
-		return reason
-	}
-	if f == KeyFormatRaw && key[0] == '"' {
-		return "starts with a double quote, which reads as a Structured Field string (use KeyFormatString)"
-	}
-	return ""
-}
-
-// formatKey writes a valid key in format f.
-func formatKey(key string, f KeyFormat) string {
-	if f == KeyFormatString {
-		return encodeSFString(key)
-	}
-	return key
-}
-
-// parseKey decodes an Idempotency-Key header value and checks the key: a value
-// that starts with a double quote must be a well-formed Structured Field string;
-// any other value is the key itself.
+// parseKey decodes an Idempotency-Key header value with the grammar both halves
+// of idem share (internal/keyformat).
 func parseKey(v string) (string, error) {
-	key := v
-	if strings.HasPrefix(v, `"`) {
-		k, reason := decodeSFString(v)
-		if reason != "" {
-			return "", &keyError{source: "header", reason: reason}
-		}
-		key = k
+	k, err := keyformat.Parse(v, keyformat.MaxLen)
+	if err != nil {
+		return "", &keyError{source: "header", reason: err.Error()}
 	}
-	if reason := checkKey(key); reason != "" {
-		return "", &keyError{source: "header", reason: reason}
-	}
-	return key, nil
-}
-
-// encodeSFString returns s as an RFC 8941 sf-string: in double quotes, with `"`
-// and `\` escaped. s must hold only printable ASCII (0x20-0x7E).
-func encodeSFString(s string) string {
-	n := len(s) + 2
-	for i := 0; i < len(s); i++ {
-		if s[i] == '"' || s[i] == '\\' {
-			n++
-		}
-	}
-	var b strings.Builder
-	b.Grow(n)
-	b.WriteByte('"')
-	for i := 0; i < len(s); i++ {
-		if s[i] == '"' || s[i] == '\\' {
-			b.WriteByte('\\')
-		}
-		b.WriteByte(s[i])
-	}
-	b.WriteByte('"')
-	return b.String()
-}
-
-// decodeSFString parses v as an RFC 8941 sf-string (RFC 8941 §4.2.5), with
-// optional spaces around it as in a header field. It returns the string, or a
-// reason why v is not one.
-func decodeSFString(v string) (string, string) {
-	v = strings.Trim(v, " \t")
-	if len(v) < 2 || v[0] != '"' {
-		return "", "malformed Structured Field string: missing opening quote"
-	}
-	var b []byte // nil until the first escape
-	for i := 1; i < len(v); i++ {
-		c := v[i]
-		switch {
-		case c == '\\':
-			if i+1 >= len(v) {
-				return "", "malformed Structured Field string: backslash at the end"
-			}
-			next := v[i+1]
-			if next != '"' && next != '\\' {
-				return "", "malformed Structured Field string: bad escape \\" + strconv.Quote(v[i+1:i+2])
-			}
-			if b == nil {
-				b = append(make([]byte, 0, len(v)), v[1:i]...)
-			}
-			b = append(b, next)
-			i++
-		case c == '"':
-			if i != len(v)-1 {
-				return "", "malformed Structured Field string: characters after the closing quote"
-			}
-			if b == nil {
-				return v[1:i], ""
-			}
-			return string(b), ""
-		case c < 0x20 || c > 0x7e:
-			return "", "malformed Structured Field string: byte " + strconv.Quote(v[i:i+1]) + " not allowed"
-		default:
-			if b != nil {
-				b = append(b, c)
-			}
-		}
-	}
-	return "", "malformed Structured Field string: unterminated"
+	return k, nil
 }

@@ -4,21 +4,14 @@ import (
 	"log/slog"
 	"strconv"
 	"time"
+
+	"github.com/google/uuid"
 )
 
-// Defaults of a Transport made without options.
-const (
-	DefaultMaxAttempts     = 5
-	DefaultBackoffBase     = 300 * time.Millisecond
-	DefaultBackoffMax      = 10 * time.Second
-	DefaultMaxElapsed      = 30 * time.Second
-	DefaultMaxRetryAfter   = 30 * time.Second
-	DefaultBodyBufferLimit = 1 << 20 // 1 MiB
-)
-
-// An Option configures a Transport made by NewTransport or NewClient. Options are
-// checked when they are made or applied: an impossible value panics there, with
-// a message that names the option, never later on a request.
+// An Option configures a Transport made by NewTransport or NewClient. Options
+// are checked when they are made: an impossible value panics there, with a
+// message that names the option, never later on a request. The same rule holds
+// for BudgetOption.
 type Option func(*config)
 
 // config is the immutable policy of a Transport.
@@ -31,7 +24,7 @@ type config struct {
 	maxRetryAfter  time.Duration
 	autoKeys       bool
 	keyGen         func() string
-	keyFormat      KeyFormat
+	quotedKeys     bool // write keys as Structured Field strings
 	budget         *Budget
 	onRetry        func(RetryEvent)
 	retryUnsent    bool
@@ -41,16 +34,15 @@ type config struct {
 
 func defaultConfig() config {
 	return config{
-		maxAttempts:   DefaultMaxAttempts,
-		base:          DefaultBackoffBase,
-		max:           DefaultBackoffMax,
+		maxAttempts:   5,
+		base:          300 * time.Millisecond,
+		max:           10 * time.Second,
 		jitter:        FullJitter,
-		maxElapsed:    DefaultMaxElapsed,
-		maxRetryAfter: DefaultMaxRetryAfter,
+		maxElapsed:    30 * time.Second,
+		maxRetryAfter: 30 * time.Second,
 		autoKeys:      true,
-		keyGen:        newKeyV4,
-		keyFormat:     KeyFormatRaw,
-		bodyLimit:     DefaultBodyBufferLimit,
+		keyGen:        uuid.NewString,
+		bodyLimit:     1 << 20, // 1 MiB
 	}
 }
 
@@ -143,14 +135,13 @@ func WithKeyGenerator(gen func() string) Option {
 	return func(c *config) { c.keyGen = gen }
 }
 
-// WithKeyFormat sets how keys from the context or the generator are written to
-// the Idempotency-Key header (default KeyFormatRaw). A key already on the
-// request's header is sent as it is. It panics on an unknown format.
-func WithKeyFormat(f KeyFormat) Option {
-	if f != KeyFormatRaw && f != KeyFormatString {
-		optionPanic("WithKeyFormat", "unknown KeyFormat "+strconv.Itoa(int(f)))
-	}
-	return func(c *config) { c.keyFormat = f }
+// WithQuotedKeys writes the keys from the context or the generator to the
+// Idempotency-Key header as RFC 8941 Structured Field strings, as the IETF
+// draft requires (in double quotes, with `"` and `\` escaped). By default a
+// key is written as it is, which Stripe and most servers read; the idem server
+// reads both. A key already on the request's header is sent as it is.
+func WithQuotedKeys() Option {
+	return func(c *config) { c.quotedKeys = true }
 }
 
 // WithRetryBudget shares a retry budget with the Transport (default none: every

@@ -1,6 +1,8 @@
 package idem
 
 import (
+	"github.com/google/uuid"
+
 	"net/http"
 	"strings"
 	"testing"
@@ -23,7 +25,6 @@ func TestOptionsPanic(t *testing.T) {
 		{"AttemptTimeout negative", func() { WithAttemptTimeout(-time.Second) }, "idem: WithAttemptTimeout: d must not be negative"},
 		{"MaxRetryAfter negative", func() { WithMaxRetryAfter(-1) }, "idem: WithMaxRetryAfter: d must not be negative"},
 		{"KeyGenerator nil", func() { WithKeyGenerator(nil) }, "idem: WithKeyGenerator: gen must not be nil"},
-		{"KeyFormat unknown", func() { WithKeyFormat(KeyFormat(7)) }, "idem: WithKeyFormat: unknown KeyFormat 7"},
 		{"RetryBudget nil", func() { WithRetryBudget(nil) }, "idem: WithRetryBudget: b must not be nil"},
 		{"OnRetry nil", func() { WithOnRetry(nil) }, "idem: WithOnRetry: fn must not be nil"},
 		{"BodyBufferLimit negative", func() { WithBodyBufferLimit(-1) }, "idem: WithBodyBufferLimit: n must not be negative"},
@@ -48,18 +49,22 @@ func TestOptionsPanic(t *testing.T) {
 func TestDefaults(t *testing.T) {
 	t.Parallel()
 	tr := NewTransport(nil)
-	if tr.next != http.DefaultTransport {
+	if tr.transport() != http.DefaultTransport {
 		t.Error("nil next is not http.DefaultTransport")
 	}
 	c := tr.cfg
+	if zero := new(Transport).policy(); zero.maxAttempts != c.maxAttempts || zero.maxElapsed != c.maxElapsed ||
+		zero.base != c.base || zero.max != c.max || !zero.autoKeys || zero.bodyLimit != c.bodyLimit {
+		t.Errorf("a zero Transport's policy %+v is not NewTransport(nil)'s", zero)
+	}
 	if c.maxAttempts != 5 || c.base != 300*time.Millisecond || c.max != 10*time.Second ||
 		c.jitter != FullJitter || c.maxElapsed != 30*time.Second || c.attemptTimeout != 0 ||
-		c.maxRetryAfter != 30*time.Second || !c.autoKeys || c.keyFormat != KeyFormatRaw ||
+		c.maxRetryAfter != 30*time.Second || !c.autoKeys || c.quotedKeys ||
 		c.budget != nil || c.onRetry != nil || c.retryUnsent || c.bodyLimit != 1<<20 || c.logger != nil {
 		t.Errorf("defaults: %+v", c)
 	}
-	if k := c.keyGen(); checkKey(k) != "" || len(k) != 36 {
-		t.Errorf("default key %q is not a UUID", k)
+	if u, err := uuid.Parse(c.keyGen()); err != nil || u.Version() != 4 {
+		t.Errorf("the default key is not a UUIDv4: %v %v", u, err)
 	}
 }
 
@@ -70,7 +75,7 @@ func TestNewClient(t *testing.T) {
 	if !ok {
 		t.Fatalf("Transport is %T", c.Transport)
 	}
-	if tr.cfg.maxAttempts != 2 || tr.next != http.DefaultTransport {
+	if tr.cfg.maxAttempts != 2 || tr.transport() != http.DefaultTransport {
 		t.Errorf("NewClient transport: %+v", tr.cfg)
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// maxRetryAfterSeconds is where ParseRetryAfter saturates: 2^31 seconds (about 68
+// maxRetryAfterSeconds is where parseRetryAfter saturates: 2^31 seconds (about 68
 // years), the value RFC 9111 §1.2.2 prescribes for a delta-seconds too large to
 // represent. As a Duration it leaves room to add jitter without overflowing.
 const maxRetryAfterSeconds = 1 << 31
@@ -14,7 +14,7 @@ const maxRetryAfterSeconds = 1 << 31
 // maxRetryAfter is maxRetryAfterSeconds as a Duration.
 const maxRetryAfter = maxRetryAfterSeconds * time.Second
 
-// ParseRetryAfter parses a Retry-After header value (RFC 9110 §10.2.3) and returns
+// parseRetryAfter parses a Retry-After header value (RFC 9110 §10.2.3) and returns
 // the wait it asks for, relative to now, and true; or 0 and false when the value is
 // malformed.
 //
@@ -28,7 +28,7 @@ const maxRetryAfter = maxRetryAfterSeconds * time.Second
 // a larger delta-seconds, however many digits it has, or a date further ahead,
 // saturates there, as RFC 9111 §1.2.2 prescribes for delta-seconds, rather than
 // overflowing. Callers cap it further (the Transport by WithMaxRetryAfter).
-func ParseRetryAfter(value string, now time.Time) (time.Duration, bool) {
+func parseRetryAfter(value string, now time.Time) (time.Duration, bool) {
 	value = strings.Trim(value, " \t")
 	if value == "" {
 		return 0, false

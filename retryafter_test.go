@@ -82,9 +82,9 @@ func TestParseRetryAfter(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, ok := ParseRetryAfter(tt.value, tt.now)
+			got, ok := parseRetryAfter(tt.value, tt.now)
 			if got != tt.want || ok != tt.wantOK {
-				t.Errorf("ParseRetryAfter(%q) = %v, %v; want %v, %v", tt.value, got, ok, tt.want, tt.wantOK)
+				t.Errorf("parseRetryAfter(%q) = %v, %v; want %v, %v", tt.value, got, ok, tt.want, tt.wantOK)
 			}
 		})
 	}
@@ -114,23 +114,23 @@ func FuzzParseRetryAfter(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, value string, offset int64) {
 		now := retryAfterNow.Add(time.Duration(offset))
-		got, ok := ParseRetryAfter(value, now)
+		got, ok := parseRetryAfter(value, now)
 		if got < 0 {
-			t.Fatalf("ParseRetryAfter(%q) = %v: negative", value, got)
+			t.Fatalf("parseRetryAfter(%q) = %v: negative", value, got)
 		}
 		if got > maxRetryAfter {
-			t.Fatalf("ParseRetryAfter(%q) = %v: above the documented maximum %v", value, got, maxRetryAfter)
+			t.Fatalf("parseRetryAfter(%q) = %v: above the documented maximum %v", value, got, maxRetryAfter)
 		}
 		if !ok && got != 0 {
-			t.Fatalf("ParseRetryAfter(%q) = %v, false: a rejected value must give 0", value, got)
+			t.Fatalf("parseRetryAfter(%q) = %v, false: a rejected value must give 0", value, got)
 		}
 		trimmed := strings.Trim(value, " \t")
 		if trimmed == "" && ok {
-			t.Fatalf("ParseRetryAfter(%q) accepted a blank value", value)
+			t.Fatalf("parseRetryAfter(%q) accepted a blank value", value)
 		}
 		if isASCIIDigits(trimmed) {
 			if !ok {
-				t.Fatalf("ParseRetryAfter(%q) rejected delta-seconds", value)
+				t.Fatalf("parseRetryAfter(%q) rejected delta-seconds", value)
 			}
 			want := maxRetryAfter
 			n, err := strconv.ParseUint(trimmed, 10, 64)
@@ -142,19 +142,19 @@ func FuzzParseRetryAfter(f *testing.F) {
 				want = time.Duration(n) * time.Second
 			}
 			if got != want {
-				t.Fatalf("ParseRetryAfter(%q) = %v, want %v", value, got, want)
+				t.Fatalf("parseRetryAfter(%q) = %v, want %v", value, got, want)
 			}
 			return
 		}
 		// Anything else is accepted only as an HTTP-date, and then means that date.
 		date, err := http.ParseTime(trimmed)
 		if ok != (err == nil) {
-			t.Fatalf("ParseRetryAfter(%q) ok = %v, but http.ParseTime error = %v", value, ok, err)
+			t.Fatalf("parseRetryAfter(%q) ok = %v, but http.ParseTime error = %v", value, ok, err)
 		}
 		if ok {
 			want := min(max(date.Sub(now), 0), maxRetryAfter)
 			if got != want {
-				t.Fatalf("ParseRetryAfter(%q) = %v, want %v", value, got, want)
+				t.Fatalf("parseRetryAfter(%q) = %v, want %v", value, got, want)
 			}
 		}
 	})

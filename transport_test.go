@@ -1,6 +1,8 @@
 package idem
 
 import (
+	"github.com/idemkit/idem/internal/keyformat"
+
 	"bytes"
 	"context"
 	"errors"
@@ -29,7 +31,7 @@ func TestOneKeyPerOperation(t *testing.T) {
 		t.Fatalf("%d attempts, want 5", len(calls))
 	}
 	first, second := calls[0].key, calls[3].key
-	if len(first) != 1 || checkKey(first[0]) != "" {
+	if len(first) != 1 || keyformat.Check(first[0], 0) != nil {
 		t.Fatalf("first operation sent key %q", first)
 	}
 	for i, c := range calls {
@@ -57,30 +59,30 @@ func TestKeyPriority(t *testing.T) {
 		method    string
 		header    []string // on the request
 		ctxKey    string
-		format    KeyFormat
+		quoted    bool
 		autoKeys  bool
 		wantSent  []string
 		wantKeyed string // the key reported by KeyFromRequest(resp.Request)
 	}{
-		{"header wins, sent as is", http.MethodPost, []string{`"hdr"`}, "ctx", KeyFormatRaw, true, []string{`"hdr"`}, "hdr"},
-		{"raw header not re-formatted", http.MethodPost, []string{"hdr"}, "", KeyFormatString, true, []string{"hdr"}, "hdr"},
-		{"context over generated", http.MethodPost, nil, "ctx", KeyFormatRaw, true, []string{"ctx"}, "ctx"},
-		{"context formatted as sf-string", http.MethodPatch, nil, `c"x`, KeyFormatString, true, []string{`"c\"x"`}, `c"x`},
-		{"generated for POST", http.MethodPost, nil, "", KeyFormatRaw, true, []string{"generated"}, "generated"},
-		{"generated sf-string", http.MethodPatch, nil, "", KeyFormatString, true, []string{`"generated"`}, "generated"},
-		{"none when auto keys off", http.MethodPost, nil, "", KeyFormatRaw, false, nil, ""},
-		{"none for GET", http.MethodGet, nil, "", KeyFormatRaw, true, nil, ""},
-		{"none for PUT", http.MethodPut, nil, "", KeyFormatRaw, true, nil, ""},
-		{"none for DELETE", http.MethodDelete, nil, "", KeyFormatRaw, true, nil, ""},
-		{"none for HEAD", http.MethodHead, nil, "", KeyFormatRaw, true, nil, ""},
-		{"GET keyed by context", http.MethodGet, nil, "ctx", KeyFormatRaw, true, []string{"ctx"}, "ctx"},
-		{"DELETE keyed by header", http.MethodDelete, []string{"d"}, "", KeyFormatRaw, true, []string{"d"}, "d"},
+		{"header wins, sent as is", http.MethodPost, []string{`"hdr"`}, "ctx", false, true, []string{`"hdr"`}, "hdr"},
+		{"raw header not re-formatted", http.MethodPost, []string{"hdr"}, "", true, true, []string{"hdr"}, "hdr"},
+		{"context over generated", http.MethodPost, nil, "ctx", false, true, []string{"ctx"}, "ctx"},
+		{"context formatted as sf-string", http.MethodPatch, nil, `c"x`, true, true, []string{`"c\"x"`}, `c"x`},
+		{"generated for POST", http.MethodPost, nil, "", false, true, []string{"generated"}, "generated"},
+		{"generated sf-string", http.MethodPatch, nil, "", true, true, []string{`"generated"`}, "generated"},
+		{"none when auto keys off", http.MethodPost, nil, "", false, false, nil, ""},
+		{"none for GET", http.MethodGet, nil, "", false, true, nil, ""},
+		{"none for PUT", http.MethodPut, nil, "", false, true, nil, ""},
+		{"none for DELETE", http.MethodDelete, nil, "", false, true, nil, ""},
+		{"none for HEAD", http.MethodHead, nil, "", false, true, nil, ""},
+		{"GET keyed by context", http.MethodGet, nil, "ctx", false, true, []string{"ctx"}, "ctx"},
+		{"DELETE keyed by header", http.MethodDelete, []string{"d"}, "", false, true, []string{"d"}, "d"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			f := &fakeRT{steps: statusSteps(200)}
-			tr := NewTransport(f, WithKeyGenerator(gen), WithKeyFormat(tt.format), WithAutoKeys(tt.autoKeys))
+			tr := NewTransport(f, WithKeyGenerator(gen), withQuoted(tt.quoted), WithAutoKeys(tt.autoKeys))
 			ctx := context.Background()
 			if tt.ctxKey != "" {
 				ctx = WithKey(ctx, tt.ctxKey)
@@ -225,7 +227,9 @@ func TestBodies(t *testing.T) {
 			[]fakeStep{{err: io.EOF}, {status: 200}}, 1, ErrBodyNotReplayable, 0},
 		{"buffering off", func() io.Reader { return io.NopCloser(strings.NewReader(payload)) }, 0, statusSteps(503, 200), 1, nil, 503},
 		{"no body", func() io.Reader { return nil }, 100, statusSteps(503, 200), 2, nil, 200},
-		{"empty unknown body", func() io.Reader { return io.NopCloser(strings.NewReader("")) }, 100, statusSteps(503, 200), 2, nil, 200},
+		// A body of unknown length without GetBody is a stream: sent once.
+		{"unknown length", func() io.Reader { return io.NopCloser(strings.NewReader(payload)) }, 100, statusSteps(503, 200), 1, nil, 503},
+		{"empty unknown body", func() io.Reader { return io.NopCloser(strings.NewReader("")) }, 100, statusSteps(503, 200), 1, nil, 503},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -233,6 +237,9 @@ func TestBodies(t *testing.T) {
 			f := &fakeRT{steps: tt.steps}
 			tr := NewTransport(f, noWait(), WithBodyBufferLimit(tt.limit))
 			req, _ := http.NewRequest(http.MethodPost, "http://x/", tt.body())
+			if req.GetBody == nil && req.Body != nil && !strings.Contains(tt.name, "unknown") {
+				req.ContentLength = int64(len(payload)) // known length, no GetBody
+			}
 			resp, err := tr.RoundTrip(req)
 			calls := f.Calls()
 			if len(calls) != tt.wantCalls {
@@ -286,6 +293,7 @@ func TestBodyReadError(t *testing.T) {
 	tr := NewTransport(f)
 	boom := errors.New("disk gone")
 	req, _ := http.NewRequest(http.MethodPut, "http://x/", io.NopCloser(io.MultiReader(strings.NewReader("a"), errReader{boom})))
+	req.ContentLength = 2 // a known length: the body is buffered
 	_, err := tr.RoundTrip(req)
 	if e := asError(t, err); e.Attempts != 0 || !errors.Is(err, boom) {
 		t.Fatalf("err = %v", err)
@@ -424,7 +432,7 @@ func TestInnerErrorMessages(t *testing.T) {
 	}{
 		{&keyError{source: "header", reason: "empty"}, "idem: invalid idempotency key from the header: empty"},
 		{&attemptTimeoutError{after: 2e9}, "idem: attempt timed out after 2s"},
-		{&attemptTimeoutError{after: 1e9, capped: true}, "idem: attempt cut after 1s by the operation's time cap"},
+		{&attemptTimeoutError{after: 1e9, capped: true}, "idem: attempt cut after 1s by the operation's WithMaxElapsed cap"},
 		{&wrapError{sentinel: ErrBodyNotReplayable, err: io.EOF}, "idem: request body cannot be replayed: EOF"},
 	}
 	for _, tt := range tests {
@@ -436,4 +444,12 @@ func TestInnerErrorMessages(t *testing.T) {
 	if !errors.As(error(&attemptTimeoutError{}), &ne) || !ne.Timeout() {
 		t.Error("attempt timeout is not a net.Error timeout")
 	}
+}
+
+// withQuoted is WithQuotedKeys when on, else an option that changes nothing.
+func withQuoted(on bool) Option {
+	if on {
+		return WithQuotedKeys()
+	}
+	return WithAutoKeys(true)
 }

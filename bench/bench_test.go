@@ -48,8 +48,8 @@ func TestQuickRun(t *testing.T) {
 	})
 
 	t.Run("overhead", func(t *testing.T) {
-		if len(rep.Overhead) != 2*len(OverheadContenders()) {
-			t.Fatalf("%d overhead rows, want %d", len(rep.Overhead), 2*len(OverheadContenders()))
+		if want := (len(OverheadCases()) + 1) * len(OverheadContenders()); len(rep.Overhead) != want {
+			t.Fatalf("%d overhead rows, want %d", len(rep.Overhead), want)
 		}
 		for _, o := range rep.Overhead {
 			if o.NsPerOp <= 0 || o.AllocsPerOp <= 0 {

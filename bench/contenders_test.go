@@ -12,12 +12,12 @@ func TestContendersPost(t *testing.T) {
 	defer srv.Close()
 	for _, c := range OverheadContenders() {
 		t.Run(c.Name, func(t *testing.T) {
-			if err := postPayment(context.Background(), c.New(memTransport{}), "http://in-memory.invalid/payments"); err != nil {
+			if err := postPayment(context.Background(), c.New(memTransport{}), "http://in-memory.invalid/payments", "", 0); err != nil {
 				t.Errorf("in memory: %v", err)
 			}
 			tr := newBaseTransport()
 			defer tr.CloseIdleConnections()
-			if err := postPayment(context.Background(), c.New(tr), srv.URL); err != nil {
+			if err := postPayment(context.Background(), c.New(tr), srv.URL, "", 0); err != nil {
 				t.Errorf("loopback: %v", err)
 			}
 		})

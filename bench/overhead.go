@@ -31,13 +31,26 @@ func newOverheadServer() *httptest.Server {
 	}))
 }
 
-// postPayment sends one POST through c and reads and closes the response.
-func postPayment(ctx context.Context, c *http.Client, url string) error {
+// overheadKey is the Idempotency-Key the caller sets in the caller-key cases.
+const overheadKey = "6f1c1f0e-8a8e-4c4e-9a43-2b1d3c4e5f60"
+
+// postPayment sends one POST through c and reads and closes the response. A
+// non-empty key is set on the request's Idempotency-Key header; a non-zero
+// deadline gives the request a context deadline that far ahead.
+func postPayment(ctx context.Context, c *http.Client, url, key string, deadline time.Duration) error {
+	if deadline > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, deadline)
+		defer cancel()
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(paymentBody))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
 	resp, err := c.Do(req)
 	if err != nil {
 		return err
@@ -50,6 +63,59 @@ func postPayment(ctx context.Context, c *http.Client, url string) error {
 		err = fmt.Errorf("bench: status %d, want 201", resp.StatusCode)
 	}
 	return err
+}
+
+// OverheadCase is one configuration users run: who sets the key, and how the
+// request is bounded in time.
+type OverheadCase struct {
+	// CallerKey puts an Idempotency-Key on every request (the same for all
+	// contenders); otherwise only idem sends one, which it generates.
+	CallerKey bool
+	// Deadline is how the request is bounded.
+	Deadline OverheadDeadline
+}
+
+// OverheadDeadline is how a request of section 1 is bounded in time.
+type OverheadDeadline int
+
+const (
+	// NoDeadline: no bound from the caller.
+	NoDeadline OverheadDeadline = iota
+	// ContextDeadline: a 10 s context deadline on every request.
+	ContextDeadline
+	// ClientTimeout: http.Client.Timeout of 10 s on the contender's client.
+	ClientTimeout
+)
+
+// overheadTimeout is the deadline of the ContextDeadline and ClientTimeout cases.
+const overheadTimeout = 10 * time.Second
+
+// String names the case in tables.
+func (c OverheadCase) String() string {
+	k := "generated key"
+	if c.CallerKey {
+		k = "caller key"
+	}
+	switch c.Deadline {
+	case ContextDeadline:
+		return k + ", context deadline"
+	case ClientTimeout:
+		return k + ", Client.Timeout"
+	}
+	return k + ", no deadline"
+}
+
+// OverheadCases returns the configurations of section 1: generated key and
+// caller key, each with no deadline, a context deadline and
+// http.Client{Timeout}.
+func OverheadCases() []OverheadCase {
+	var cs []OverheadCase
+	for _, key := range []bool{false, true} {
+		for _, d := range []OverheadDeadline{NoDeadline, ContextDeadline, ClientTimeout} {
+			cs = append(cs, OverheadCase{CallerKey: key, Deadline: d})
+		}
+	}
+	return cs
 }
 
 // memTransport is an http.RoundTripper that answers every request in memory, as
@@ -94,9 +160,9 @@ func (t OverheadTarget) String() string {
 }
 
 // benchContender is the body of one overhead benchmark: b.N sequential POSTs
-// through the contender's client to url, over target. It stops at the first
-// error and returns it.
-func benchContender(b *testing.B, c Contender, target OverheadTarget, url string) error {
+// through the contender's client to url, over target, in case cs. It stops at
+// the first error and returns it.
+func benchContender(b *testing.B, c Contender, target OverheadTarget, url string, cs OverheadCase) error {
 	var next http.RoundTripper = memTransport{}
 	if target == Loopback {
 		tr := newBaseTransport()
@@ -104,14 +170,25 @@ func benchContender(b *testing.B, c Contender, target OverheadTarget, url string
 		next = tr
 	}
 	client := c.New(next)
+	var deadline time.Duration
+	switch cs.Deadline {
+	case ContextDeadline:
+		deadline = overheadTimeout
+	case ClientTimeout:
+		client.Timeout = overheadTimeout
+	}
+	key := ""
+	if cs.CallerKey {
+		key = overheadKey
+	}
 	ctx := context.Background()
-	if err := postPayment(ctx, client, url); err != nil { // open the connection
+	if err := postPayment(ctx, client, url, key, deadline); err != nil { // open the connection
 		return err
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		if err := postPayment(ctx, client, url); err != nil {
+		if err := postPayment(ctx, client, url, key, deadline); err != nil {
 			return err
 		}
 	}
@@ -127,21 +204,25 @@ type OverheadConfig struct {
 	Rounds int
 }
 
-// OverheadResult is one contender's median measurement.
+// OverheadResult is one contender's median measurement in one case.
 type OverheadResult struct {
 	Target      OverheadTarget
+	Case        OverheadCase
 	Name        string
 	NsPerOp     float64
 	AllocsPerOp int64
 	BytesPerOp  int64
 	// NsRatio and AllocsRatio are relative to the first contender (bare) on
-	// the same target.
+	// the same target, in the same case.
 	NsRatio, AllocsRatio float64
 }
 
-// RunOverhead measures every contender with testing.Benchmark, over each
-// target in turn (loopback HTTP to one local server, then in memory), in one
-// run, and reports medians and ratios to the first contender.
+// RunOverhead measures every contender with testing.Benchmark in every case
+// of OverheadCases over loopback HTTP to one local server, then in the
+// default case (generated key, no deadline) in memory, all in one run, and
+// reports medians and ratios to the first contender (bare) of the same target
+// and case. The rounds are interleaved: each round runs every contender once,
+// so that the machine's load weighs on all alike.
 func RunOverhead(cfg OverheadConfig, contenders []Contender) ([]OverheadResult, error) {
 	if cfg.Rounds <= 0 || cfg.BenchTime <= 0 || len(contenders) == 0 {
 		return nil, fmt.Errorf("bench: RunOverhead: Rounds, BenchTime and contenders must be set")
@@ -154,48 +235,67 @@ func RunOverhead(cfg OverheadConfig, contenders []Contender) ([]OverheadResult, 
 	srv := newOverheadServer()
 	defer srv.Close()
 
+	type run struct {
+		target OverheadTarget
+		cs     OverheadCase
+	}
+	var runs []run
+	for _, cs := range OverheadCases() {
+		runs = append(runs, run{Loopback, cs})
+	}
+	runs = append(runs, run{InMemory, OverheadCase{}})
 	var out []OverheadResult
-	for _, target := range []OverheadTarget{Loopback, InMemory} {
-		samples := make([][]testing.BenchmarkResult, len(contenders))
-		for range cfg.Rounds {
-			for i, c := range contenders {
-				var failed error
-				r := testing.Benchmark(func(b *testing.B) {
-					if err := benchContender(b, c, target, srv.URL); err != nil && failed == nil {
-						failed = err
-					}
-				})
-				if failed != nil {
-					return nil, fmt.Errorf("bench: overhead %s over %v: %w", c.Name, target, failed)
-				}
-				if r.N == 0 {
-					return nil, fmt.Errorf("bench: overhead %s over %v: the benchmark did not run", c.Name, target)
-				}
-				samples[i] = append(samples[i], r)
-			}
-		}
-		rows := make([]OverheadResult, len(contenders))
-		for i, c := range contenders {
-			rs := samples[i]
-			slices.SortFunc(rs, func(a, b testing.BenchmarkResult) int {
-				return cmp.Compare(nsPerOp(a), nsPerOp(b))
-			})
-			m := rs[len(rs)/2]
-			rows[i] = OverheadResult{
-				Target:      target,
-				Name:        c.Name,
-				NsPerOp:     nsPerOp(m),
-				AllocsPerOp: m.AllocsPerOp(),
-				BytesPerOp:  m.AllocedBytesPerOp(),
-			}
-		}
-		for i := range rows {
-			rows[i].NsRatio = rows[i].NsPerOp / rows[0].NsPerOp
-			rows[i].AllocsRatio = float64(rows[i].AllocsPerOp) / float64(max(rows[0].AllocsPerOp, 1))
+	for _, r := range runs {
+		rows, err := overheadRows(cfg, contenders, r.target, srv.URL, r.cs)
+		if err != nil {
+			return nil, err
 		}
 		out = append(out, rows...)
 	}
 	return out, nil
+}
+
+// overheadRows measures every contender in one case over one target.
+func overheadRows(cfg OverheadConfig, contenders []Contender, target OverheadTarget, url string, cs OverheadCase) ([]OverheadResult, error) {
+	samples := make([][]testing.BenchmarkResult, len(contenders))
+	for range cfg.Rounds {
+		for i, c := range contenders {
+			var failed error
+			r := testing.Benchmark(func(b *testing.B) {
+				if err := benchContender(b, c, target, url, cs); err != nil && failed == nil {
+					failed = err
+				}
+			})
+			if failed != nil {
+				return nil, fmt.Errorf("bench: overhead %s over %v (%v): %w", c.Name, target, cs, failed)
+			}
+			if r.N == 0 {
+				return nil, fmt.Errorf("bench: overhead %s over %v (%v): the benchmark did not run", c.Name, target, cs)
+			}
+			samples[i] = append(samples[i], r)
+		}
+	}
+	rows := make([]OverheadResult, len(contenders))
+	for i, c := range contenders {
+		rs := samples[i]
+		slices.SortFunc(rs, func(a, b testing.BenchmarkResult) int {
+			return cmp.Compare(nsPerOp(a), nsPerOp(b))
+		})
+		m := rs[len(rs)/2]
+		rows[i] = OverheadResult{
+			Target:      target,
+			Case:        cs,
+			Name:        c.Name,
+			NsPerOp:     nsPerOp(m),
+			AllocsPerOp: m.AllocsPerOp(),
+			BytesPerOp:  m.AllocedBytesPerOp(),
+		}
+	}
+	for i := range rows {
+		rows[i].NsRatio = rows[i].NsPerOp / rows[0].NsPerOp
+		rows[i].AllocsRatio = float64(rows[i].AllocsPerOp) / float64(max(rows[0].AllocsPerOp, 1))
+	}
+	return rows, nil
 }
 
 // nsPerOp is r's time per operation without NsPerOp's rounding to whole ns.

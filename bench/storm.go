@@ -47,10 +47,10 @@ func DefaultStorm() StormConfig {
 		Outage:         2 * time.Second,
 		Recovery:       time.Second,
 		Bucket:         100 * time.Millisecond,
-		MaxAttempts:    idem.DefaultMaxAttempts,
-		Base:           idem.DefaultBackoffBase / 30,
-		Max:            (idem.DefaultBackoffMax / 30).Round(time.Millisecond),
-		MaxElapsed:     idem.DefaultMaxElapsed / 30,
+		MaxAttempts:    5,                                               // idem's default
+		Base:           300 * time.Millisecond / 30,                     // idem's default base / 30
+		Max:            (10 * time.Second / 30).Round(time.Millisecond), // idem's default max / 30
+		MaxElapsed:     30 * time.Second / 30,                           // idem's default cap / 30
 		AttemptTimeout: time.Second,
 		BudgetLabel:    "idem.NewBudget() (defaults: ratio 0.1, 10 retries/s reserve, 10 s window)",
 	}

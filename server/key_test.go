@@ -4,47 +4,30 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/idemkit/idem/internal/keyformat"
 )
 
+// TestParseKey checks how the server maps the shared grammar's answers to its
+// errors; the grammar itself has its one table in internal/keyformat.
 func TestParseKey(t *testing.T) {
 	t.Parallel()
-	long := strings.Repeat("k", MaxKeyLength)
+	if MaxKeyLength != keyformat.MaxLen {
+		t.Fatalf("MaxKeyLength %d, the shared grammar's MaxLen %d", MaxKeyLength, keyformat.MaxLen)
+	}
 	cases := []struct {
 		name, in, want string
 		err            error
 	}{
 		{"raw", "abc-123", "abc-123", nil},
-		{"uuid", "8e03978e-40d5-43e8-bc93-6894a57f9324", "8e03978e-40d5-43e8-bc93-6894a57f9324", nil},
 		{"quoted", `"abc-123"`, "abc-123", nil},
-		{"ows around raw", " \tabc \t", "abc", nil},
-		{"ows around quoted", `  "abc"  `, "abc", nil},
-		{"escaped quote", `"a\"b"`, `a"b`, nil},
-		{"escaped backslash", `"a\\b"`, `a\b`, nil},
-		{"raw with quote inside", `a"b`, `a"b`, nil},
-		{"raw punctuation", `!#$%&'()*+,-./:;<=>?@[\]^_{|}~`, `!#$%&'()*+,-./:;<=>?@[\]^_{|}~`, nil},
-		{"longest raw", long, long, nil},
-		{"longest quoted", `"` + long + `"`, long, nil},
+		{"leading space, as the client may send it", " abc", "abc", nil},
+		{"trailing space after quotes", `"abc" `, "abc", nil},
 		{"absent", "", "", ErrMissingKey},
 		{"blank", "  \t ", "", ErrMissingKey},
-		{"too long raw", long + "k", "", ErrInvalidKey},
-		{"too long quoted", `"` + long + `k"`, "", ErrInvalidKey},
 		{"inner space", "a b", "", ErrInvalidKey},
-		{"inner space quoted", `"a b"`, "", ErrInvalidKey},
-		{"tab inside", "a\tb", "", ErrInvalidKey},
-		{"non ascii", "clé", "", ErrInvalidKey},
-		{"non ascii quoted", `"clé"`, "", ErrInvalidKey},
-		{"DEL", "a\x7fb", "", ErrInvalidKey},
-		{"NUL", "a\x00b", "", ErrInvalidKey},
-		{"empty quoted", `""`, "", ErrInvalidKey},
-		{"lone quote", `"`, "", ErrInvalidKey},
 		{"unterminated", `"abc`, "", ErrInvalidKey},
-		{"bad escape", `"a\nb"`, "", ErrInvalidKey},
-		{"escape at end", `"abc\`, "", ErrInvalidKey},
-		{"escaped closing quote only", `"abc\"`, "", ErrInvalidKey},
-		{"after closing quote", `"abc"x`, "", ErrInvalidKey},
-		{"parameters", `"abc";a=1`, "", ErrInvalidKey},
-		{"two strings", `"a" "b"`, "", ErrInvalidKey},
-		{"list", `"a", "b"`, "", ErrInvalidKey},
+		{"too long", strings.Repeat("k", MaxKeyLength+1), "", ErrInvalidKey},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,0 +1,230 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestStalledDiscardedBodyBoundedByCap: a 503 whose body stalls used to hold
+// the operation in the drain past WithMaxElapsed (forever if the body never
+// ends). The drain is bounded by the time left, so the operation ends near
+// its cap, and the server sees every connection go (Close waits for them).
+func TestStalledDiscardedBodyBoundedByCap(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, "partial")
+		http.NewResponseController(w).Flush()
+		<-r.Context().Done() // the rest never comes
+	}))
+	defer srv.Close()
+	base := newHTTPTransport(t)
+	const limit = 500 * time.Millisecond
+	tr := NewTransport(base, WithMaxElapsed(limit), WithJitter(NoJitter), WithBackoff(50*time.Millisecond, 50*time.Millisecond))
+	start := time.Now()
+	resp, err := tr.RoundTrip(mustRequest(t, context.Background(), http.MethodGet, srv.URL, ""))
+	elapsed := time.Since(start)
+	if resp != nil {
+		_ = resp.Body.Close()
+		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	} else {
+		require.ErrorIs(t, err, ErrExhausted)
+	}
+	assert.Less(t, elapsed, limit+700*time.Millisecond, "the operation outlived its cap")
+	base.CloseIdleConnections()
+}
+
+// TestBufferingStopsAtCancel: a body without GetBody, of known length, is
+// buffered; a producer that pauses no longer holds RoundTrip past the
+// caller's deadline.
+func TestBufferingStopsAtCancel(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeRT{steps: statusSteps(200)}
+		tr := NewTransport(f)
+		pr, pw := io.Pipe()
+		resume := make(chan struct{})
+		go func() {
+			_, _ = pw.Write([]byte("ab"))
+			<-resume // the producer pauses
+			_, err := pw.Write([]byte("cdefghij"))
+			assert.ErrorIs(t, err, io.ErrClosedPipe, "idem closed the body it gave up on")
+		}()
+		defer close(resume)
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPut, "http://x/", pr)
+		req.ContentLength = 10
+		start := time.Now()
+		_, err := tr.RoundTrip(req)
+		assert.Equal(t, 200*time.Millisecond, time.Since(start))
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Empty(t, f.Calls(), "nothing sent")
+		synctest.Wait()
+	})
+}
+
+// TestStreamingBodySentOnce: a body without GetBody and of unknown length is a
+// stream: it goes out as it is, in one attempt that is not retried, even for
+// a keyed request, and the caller gets the response.
+func TestStreamingBodySentOnce(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeRT{steps: statusSteps(503, 200)}
+		tr := NewTransport(f, noWait())
+		pr, pw := io.Pipe()
+		go func() { _, _ = pw.Write([]byte("streamed")); _ = pw.Close() }()
+		req, _ := http.NewRequest(http.MethodPost, "http://x/", pr)
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		assert.Equal(t, 503, resp.StatusCode)
+		_ = resp.Body.Close()
+		calls := f.Calls()
+		require.Len(t, calls, 1)
+		assert.Equal(t, "streamed", calls[0].body)
+		assert.Len(t, calls[0].key, 1, "keyed all the same")
+	})
+}
+
+// TestFullDuplexHTTP2: a full-duplex HTTP/2 exchange (the client writes the
+// request body after reading part of the response) through idem used to
+// deadlock, idem waiting for the whole body before sending it.
+func TestFullDuplexHTTP2(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		rc := http.NewResponseController(w)
+		_ = rc.Flush()
+		buf := make([]byte, 64)
+		for {
+			n, err := r.Body.Read(buf)
+			if n > 0 {
+				_, _ = w.Write(buf[:n])
+				_ = rc.Flush()
+			}
+			if err != nil {
+				return
+			}
+		}
+	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	tr := NewTransport(srv.Client().Transport)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	pr, pw := io.Pipe()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, pr)
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err, "the response headers come before the body is written")
+	defer resp.Body.Close()
+	require.Equal(t, 2, resp.ProtoMajor)
+	for _, msg := range []string{"ping", "pong"} {
+		_, err := pw.Write([]byte(msg))
+		require.NoError(t, err)
+		got := make([]byte, len(msg))
+		_, err = io.ReadFull(resp.Body, got)
+		require.NoError(t, err)
+		assert.Equal(t, msg, string(got))
+	}
+	_ = pw.Close()
+	rest, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Empty(t, rest)
+}
+
+// TestRequestTrailersKept: a chunked request body keeps its trailers through
+// idem over HTTP/1.1: a streamed one (no GetBody) in its single attempt, a
+// rewindable one in every attempt.
+func TestRequestTrailersKept(t *testing.T) {
+	t.Parallel()
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("X-Seen", strings.Join(r.TransferEncoding, ",")+"|"+r.Trailer.Get("X-Checksum")+"|"+string(body))
+		if n.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	tr := NewTransport(newHTTPTransport(t), noWait())
+	for _, tc := range []struct {
+		name     string
+		body     func() io.Reader
+		attempts int32
+	}{
+		{"streamed", func() io.Reader { return io.NopCloser(strings.NewReader("payload")) }, 1},
+		{"rewindable", func() io.Reader { return strings.NewReader("payload") }, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n.Store(0)
+			req, _ := http.NewRequest(http.MethodPut, srv.URL, tc.body())
+			req.ContentLength = -1 // chunked
+			req.Trailer = http.Header{"X-Checksum": {"c0ffee"}}
+			resp, err := tr.RoundTrip(req)
+			require.NoError(t, err)
+			_ = resp.Body.Close()
+			assert.Equal(t, tc.attempts, n.Load())
+			assert.Equal(t, "chunked|c0ffee|payload", resp.Header.Get("X-Seen"))
+		})
+	}
+}
+
+// TestContentLengthMismatch: a body that disagrees with its ContentLength fails
+// as net/http fails (idem used to correct the length and send it), and is not
+// retried.
+func TestContentLengthMismatch(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	base := newHTTPTransport(t)
+	newReq := func() *http.Request {
+		req, _ := http.NewRequest(http.MethodPut, srv.URL, io.NopCloser(strings.NewReader("abc")))
+		req.ContentLength = 5
+		return req
+	}
+	_, want := base.RoundTrip(newReq())
+	require.Error(t, want)
+	_, err := NewTransport(base, noWait()).RoundTrip(newReq())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), want.Error())
+	assert.Contains(t, err.Error(), "error not retryable")
+	assert.Equal(t, 1, asError(t, err).Attempts)
+}
+
+// TestNonCanonicalKeyHeaderSentOnce: a key set under a non-canonical map entry
+// (h["idempotency-key"]) is the operation's key, sent once: idem used to add
+// a generated key beside it.
+func TestNonCanonicalKeyHeaderSentOnce(t *testing.T) {
+	t.Parallel()
+	var seen atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen.Store(strings.Join(r.Header.Values(HeaderIdempotencyKey), ","))
+	}))
+	defer srv.Close()
+	req := mustRequest(t, context.Background(), http.MethodPost, srv.URL, "{}")
+	req.Header["idempotency-key"] = []string{"k1"}
+	resp, err := NewTransport(newHTTPTransport(t)).RoundTrip(req)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	assert.Equal(t, "k1", seen.Load())
+	assert.Equal(t, "k1", KeyFromRequest(req))
+
+	// Two spellings are two values: an invalid key, nothing sent.
+	req = mustRequest(t, context.Background(), http.MethodPost, srv.URL, "{}")
+	req.Header["idempotency-key"] = []string{"k1"}
+	req.Header.Set(HeaderIdempotencyKey, "k2")
+	_, err = NewTransport(newHTTPTransport(t)).RoundTrip(req)
+	require.True(t, errors.Is(err, ErrInvalidKey), "err %v", err)
+}

@@ -1,0 +1,164 @@
+package idem
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// in409 is a 409 "in progress" with the given Retry-After.
+func in409(retryAfter string) fakeStep {
+	return fakeStep{status: http.StatusConflict, header: http.Header{"Retry-After": {retryAfter}}, body: "in progress"}
+}
+
+// TestInProgressPastCapMakesLastAttempt is issue 8's scenario: the first
+// attempt is written but answers late (cut by the 300ms attempt time-out), the
+// retry gets 409 with Retry-After: 30, which ends past the 30s cap. The
+// operation does not end on the 409: it waits what remains less one attempt
+// (30s - 0.3s - 0.3s) and makes one last attempt, which gets the replay.
+func TestInProgressPastCapMakesLastAttempt(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeRT{steps: []fakeStep{{block: true}, in409("30"), {status: http.StatusCreated, body: "paid"}}}
+		tr := NewTransport(f, noWait(), WithAttemptTimeout(300*time.Millisecond))
+		start := time.Now()
+		resp, err := tr.RoundTrip(mustRequest(t, context.Background(), http.MethodPost, "http://x/payments", "{}"))
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusCreated, resp.StatusCode)
+		assert.Equal(t, "paid", readAll(t, resp))
+		calls := f.Calls()
+		require.Len(t, calls, 3)
+		assert.Equal(t, []time.Duration{0, 300 * time.Millisecond, 29700 * time.Millisecond}, attemptOffsets(start, calls))
+		assert.Equal(t, 29700*time.Millisecond, time.Since(start), "never past the cap")
+	})
+}
+
+// TestInProgressLastAttemptCallerDeadline: the caller's deadline (5s) comes
+// before the cap: the last attempt is fitted under it, never past it.
+func TestInProgressLastAttemptCallerDeadline(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeRT{steps: []fakeStep{in409("30"), {status: http.StatusCreated}}}
+		tr := NewTransport(f, noWait(), WithAttemptTimeout(time.Second))
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		start := time.Now()
+		resp, err := tr.RoundTrip(mustRequest(t, ctx, http.MethodPost, "http://x/payments", "{}"))
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		assert.Equal(t, http.StatusCreated, resp.StatusCode)
+		assert.Equal(t, []time.Duration{0, 4 * time.Second}, attemptOffsets(start, f.Calls()))
+	})
+}
+
+// TestInProgressLastAttemptOnlyOnce: a second 409 after the last attempt
+// ends the operation with it, at once.
+func TestInProgressLastAttemptOnlyOnce(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeRT{steps: []fakeStep{in409("30")}}
+		tr := NewTransport(f, noWait(), WithMaxElapsed(10*time.Second))
+		start := time.Now()
+		resp, err := tr.RoundTrip(mustRequest(t, context.Background(), http.MethodPost, "http://x/payments", "{}"))
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		assert.Equal(t, http.StatusConflict, resp.StatusCode)
+		// No attempt time-out: the last attempt is worth half of what remains.
+		assert.Equal(t, []time.Duration{0, 5 * time.Second}, attemptOffsets(start, f.Calls()))
+		assert.Equal(t, 5*time.Second, time.Since(start))
+	})
+}
+
+// TestRetryAfterPastCapStopsOn429And503: a 429 or 503 whose Retry-After ends
+// past the cap ends the operation at once (the server asked for room), with
+// that response.
+func TestRetryAfterPastCapStopsOn429And503(t *testing.T) {
+	t.Parallel()
+	for _, code := range []int{http.StatusTooManyRequests, http.StatusServiceUnavailable} {
+		synctest.Test(t, func(t *testing.T) {
+			f := &fakeRT{steps: []fakeStep{{status: code, header: http.Header{"Retry-After": {"30"}}}}}
+			tr := NewTransport(f, noWait(), WithMaxElapsed(10*time.Second))
+			start := time.Now()
+			resp, err := tr.RoundTrip(mustRequest(t, context.Background(), http.MethodPost, "http://x/payments", "{}"))
+			require.NoError(t, err)
+			_ = resp.Body.Close()
+			assert.Equal(t, code, resp.StatusCode)
+			assert.Len(t, f.Calls(), 1)
+			assert.Zero(t, time.Since(start))
+		})
+	}
+}
+
+// TestInProgressPollsDoNotUseAttempts: with WithMaxAttempts(2), a time-out
+// then three 409 polls still reach the answer: a poll is not a failure.
+func TestInProgressPollsDoNotUseAttempts(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeRT{steps: []fakeStep{{status: 503}, in409("1"), in409("1"), in409("1"), {status: 201}}}
+		tr := NewTransport(f, noWait(), WithMaxAttempts(2))
+		resp, err := tr.RoundTrip(mustRequest(t, context.Background(), http.MethodPost, "http://x/payments", "{}"))
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		assert.Equal(t, http.StatusCreated, resp.StatusCode)
+		assert.Len(t, f.Calls(), 5)
+	})
+}
+
+// TestPreferWait: every keyed attempt says how long it can wait (RFC 7240
+// Prefer: wait=N, whole seconds, less a margin for the answer to travel
+// back); a caller's own wait preference is kept; unkeyed requests get none.
+func TestPreferWait(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		opts   []Option
+		method string
+		prefer string // the caller's Prefer header
+		want   []string
+	}{
+		{"attempt time-out 5s", []Option{WithAttemptTimeout(5 * time.Second)}, http.MethodPost, "", []string{"wait=4"}},
+		{"attempt time-out 300ms", []Option{WithAttemptTimeout(300 * time.Millisecond)}, http.MethodPost, "", []string{"wait=0"}},
+		{"the cap (30s)", nil, http.MethodPost, "", []string{"wait=27"}},
+		{"the caller's other preference", []Option{WithAttemptTimeout(5 * time.Second)}, http.MethodPost, "return=minimal", []string{"return=minimal", "wait=4"}},
+		{"the caller's wait", []Option{WithAttemptTimeout(5 * time.Second)}, http.MethodPost, "wait=9", []string{"wait=9"}},
+		{"unkeyed GET", nil, http.MethodGet, "", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := &fakeRT{steps: statusSteps(200)}
+				tr := NewTransport(f, tc.opts...)
+				req := mustRequest(t, context.Background(), tc.method, "http://x/", "")
+				if tc.prefer != "" {
+					req.Header.Set("Prefer", tc.prefer)
+				}
+				resp, err := tr.RoundTrip(req)
+				require.NoError(t, err)
+				_ = resp.Body.Close()
+				assert.Equal(t, tc.want, f.Calls()[0].req.Header.Values("Prefer"))
+				if tc.prefer == "" {
+					assert.Empty(t, req.Header.Values("Prefer"), "the caller's request is unchanged")
+				} else {
+					assert.Equal(t, []string{tc.prefer}, req.Header.Values("Prefer"), "the caller's request is unchanged")
+				}
+			})
+		})
+	}
+}
+
+func TestPreferWaitValues(t *testing.T) {
+	t.Parallel()
+	for limit, want := range map[time.Duration]time.Duration{
+		0:                       0,
+		300 * time.Millisecond:  0,
+		1100 * time.Millisecond: 0,           // 1.1s - 0.11s = 0.99s
+		2 * time.Second:         time.Second, // 2s - 0.2s = 1.8s
+		30 * time.Second:        27 * time.Second,
+	} {
+		assert.Equal(t, want, preferWait(limit), "preferWait(%v)", limit)
+	}
+}
