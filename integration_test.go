@@ -1,9 +1,6 @@
 package idem
 
 import (
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-
 	"context"
 	"errors"
 	"io"
@@ -17,6 +14,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // These tests use real connections to httptest servers on 127.0.0.1.

@@ -168,7 +168,7 @@ func (o *operation) run() (*http.Response, error) {
 		// discarded body may take at most half the time that would be left
 		// after the wait, so the next attempt still has time.
 		o.notify(wait, reason)
-		discard(res.resp, now.Add(wait+o.deadline.Sub(now.Add(wait))/2))
+		discard(res.resp, now.Add(o.deadline.Sub(now.Add(wait))/2))
 		werr := sleepContext(o.ctx, wait)
 		detail := ""
 		if werr == nil {
