@@ -212,8 +212,7 @@ func TestAttemptTimeoutDoesNotCutBody(t *testing.T) {
 
 func TestRedirects(t *testing.T) {
 	t.Parallel()
-	var srv *countingServer
-	srv = newCountingServer(t, func(n int32, w http.ResponseWriter, r *http.Request) {
+	srv := newCountingServer(t, func(n int32, w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/loop":
 			http.Redirect(w, r, "/loop", http.StatusFound)

@@ -80,7 +80,7 @@ func (o *operation) run() (*http.Response, error) {
 	cfg.budget.recordRequest(o.start)
 
 	// A host held back by the budget is waited for, even before a first attempt.
-	if cause, detail := o.waitForHost(); cause != nil {
+	if detail, cause := o.waitForHost(); cause != nil {
 		o.body.close(o.req)
 		return nil, o.fail(cause, detail)
 	}
@@ -173,7 +173,7 @@ func (o *operation) run() (*http.Response, error) {
 		detail := ""
 		if werr == nil {
 			// Another operation may have put a hold on the host meanwhile.
-			werr, detail = o.waitForHost()
+			detail, werr = o.waitForHost()
 		}
 		if werr != nil {
 			cfg.budget.refund(now)
@@ -247,21 +247,18 @@ func (o *operation) spread(d time.Duration) time.Duration {
 // by the budget. It returns ErrHostCoolingDown, without waiting, when the hold
 // (plus its spread) would end past the deadline, or the context's cause if it
 // is done during the wait.
-func (o *operation) waitForHost() (cause error, detail string) {
+func (o *operation) waitForHost() (detail string, cause error) {
 	now := time.Now()
 	until := o.cfg.budget.heldUntil(o.req.URL.Host, now)
 	if until.IsZero() {
-		return nil, ""
+		return "", nil
 	}
 	h := until.Sub(now)
 	wait := h + o.spread(h)
 	if !now.Add(wait).Before(o.deadline) {
-		return ErrHostCoolingDown, "held for " + h.String()
+		return "held for " + h.String(), ErrHostCoolingDown
 	}
-	if err := sleepContext(o.ctx, wait); err != nil {
-		return err, ""
-	}
-	return nil, ""
+	return "", sleepContext(o.ctx, wait)
 }
 
 // sleepContext waits for d, or until ctx is done, and then returns
