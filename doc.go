@@ -57,8 +57,8 @@
 // past the deadline and one attempt still fits, the Transport waits what
 // remains less one attempt's worth (WithAttemptTimeout, or half of what
 // remains) and makes that last attempt. A 409 is a poll, not a failure: it
-// does not use up an attempt of WithMaxAttempts (at most 10 polls per
-// operation, and the cap bounds them). Every keyed attempt sends RFC 7240
+// does not use up an attempt of WithMaxAttempts (at most 10 retries after a
+// 409 per operation, and the cap bounds them). Every keyed attempt sends RFC 7240
 // Prefer: wait=N, N the whole seconds it can wait for its answer less a tenth
 // (at least 100ms), 0 under a second, so that a server that makes duplicates
 // wait answers 409 before the attempt is cut; a caller's own Prefer wait is

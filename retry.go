@@ -101,9 +101,10 @@ func (o *operation) run() (*http.Response, error) {
 		res := o.attempt(nextBody)
 		o.last = res
 
-		// The caller's context ended: stop at once with its cause.
-		if o.ctx.Err() != nil {
-			discard(res.resp, time.Now()) // closed unread: the context ended
+		// The attempt failed because the caller's context ended: stop at
+		// once with its cause. (A response that came is still judged below;
+		// the wait before a retry ends at once anyway.)
+		if res.resp == nil && o.ctx.Err() != nil {
 			return nil, o.fail(context.Cause(o.ctx), "")
 		}
 
@@ -186,7 +187,7 @@ func (o *operation) run() (*http.Response, error) {
 	}
 }
 
-// maxPolls bounds the 409 in-progress answers one operation polls through.
+// maxPolls bounds the retries after a 409 in progress in one operation.
 const maxPolls = 10
 
 // minLastAttempt is the shortest attempt worth making after a 409 whose
