@@ -144,16 +144,23 @@ func (o *operation) run() (*http.Response, error) {
 		}
 		// The next wait would end past the cap or the caller's deadline. After
 		// a 429 or 503 that is the end: the server asked for room. After a
-		// 409, if one meaningful attempt still fits, wait what remains less
-		// that attempt, and make it.
+		// 409 (whose wait also stops at WithMaxRetryAfter), if one meaningful
+		// attempt still fits, wait what remains less that attempt, and make it.
 		now := time.Now()
 		wait := o.nextWait(now, res.retryAfter)
-		if !now.Add(wait).Before(o.deadline) {
-			last, ok := o.lastAttemptWait(now)
-			if !inProgress || !ok {
+		left := o.deadline.Sub(now)
+		if res.retryAfter > cfg.maxRetryAfter {
+			left = min(left, cfg.maxRetryAfter)
+		}
+		switch {
+		case inProgress && wait >= left:
+			last, ok := o.lastAttemptWait(left)
+			if !ok {
 				return o.finish(ErrExhausted, "the next wait of "+wait.String()+" would end past "+o.deadlineName())
 			}
 			wait, o.lastChance = last, true
+		case !now.Add(wait).Before(o.deadline):
+			return o.finish(ErrExhausted, "the next wait of "+wait.String()+" would end past "+o.deadlineName())
 		}
 		// The shared budget refuses the retry.
 		if !cfg.budget.tryRetry(now) {
@@ -195,11 +202,11 @@ const maxPolls = 10
 const minLastAttempt = 100 * time.Millisecond
 
 // lastAttemptWait returns the wait before one last attempt, after a 409 whose
-// Retry-After ends past the deadline: what remains less one attempt's worth
-// (WithAttemptTimeout, or half of what remains without one). It reports false
-// when that attempt would be shorter than minLastAttempt.
-func (o *operation) lastAttemptWait(now time.Time) (time.Duration, bool) {
-	left := o.deadline.Sub(now)
+// Retry-After ends past the deadline (or past WithMaxRetryAfter): of the time
+// left, all but one attempt's worth (WithAttemptTimeout, or half of what is
+// left without one). It reports false when that attempt would be shorter than
+// minLastAttempt.
+func (o *operation) lastAttemptWait(left time.Duration) (time.Duration, bool) {
 	worth := left / 2
 	if at := o.cfg.attemptTimeout; at > 0 && at < left {
 		worth = at
