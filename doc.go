@@ -54,7 +54,8 @@
 // context's deadline is started, and a 429 or 503 asking for one (or for more
 // than WithMaxRetryAfter) ends the operation with that response. A keyed 409
 // is different: the answer exists or soon will, so when its Retry-After ends
-// past the deadline and one attempt still fits, the Transport waits what
+// past the deadline (or exceeds WithMaxRetryAfter, which then stands for the
+// deadline) and one attempt still fits, the Transport waits what
 // remains less one attempt's worth (WithAttemptTimeout, or half of what
 // remains) and makes that last attempt. A 409 is a poll, not a failure: it
 // does not use up an attempt of WithMaxAttempts (at most 10 retries after a
