@@ -368,3 +368,36 @@ func TestNewClientEndToEnd(t *testing.T) {
 		t.Errorf("server saw %s, KeyFromRequest %s, replayed %v", sent, key, Replayed(resp))
 	}
 }
+
+// TestProtocolSwitchThroughBoundedAttempt: a 101 Switching Protocols answer to
+// an attempt that idem bounds itself (no caller deadline) keeps its
+// connection: the upgraded stream works after RoundTrip returns.
+func TestProtocolSwitchThroughBoundedAttempt(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n")
+		_ = brw.Flush()
+		_, _ = io.Copy(conn, brw) // echo until the client closes
+	}))
+	defer srv.Close()
+	req := mustRequest(t, context.Background(), http.MethodGet, srv.URL, "")
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "echo")
+	resp, err := NewTransport(newHTTPTransport(t), WithAttemptTimeout(time.Second)).RoundTrip(req)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
+	rwc, ok := resp.Body.(io.ReadWriteCloser)
+	require.True(t, ok, "the body of a 101 is the connection (%T)", resp.Body)
+	defer rwc.Close()
+	_, err = rwc.Write([]byte("hello"))
+	require.NoError(t, err)
+	got := make([]byte, 5)
+	_, err = io.ReadFull(rwc, got)
+	require.NoError(t, err)
+	assert.Equal(t, "hello", string(got))
+}
