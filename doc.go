@@ -38,7 +38,8 @@
 //     *Error says whether the error or the request was not retryable.
 //     Redirects are the http.Client's business: each hop is its own operation.
 //   - A request that is not a well-formed http or https request (a nil URL or
-//     Header, no host, another scheme) is passed to the next RoundTripper once,
+//     Header, no host, another scheme, an invalid method or header field) is
+//     passed to the next RoundTripper once,
 //     as it is, so that the caller gets its error (net/http's), never a panic.
 //   - A cancelled or expired context stops the operation at once.
 //   - A body with GetBody is rewound with it. A body without GetBody whose
@@ -46,7 +47,8 @@
 //     as the caller's context allows) and replayed; a ContentLength that does
 //     not match the body fails as net/http fails. Any other body is a stream
 //     (unknown length: chunked, with trailers, or a full-duplex HTTP/2
-//     exchange) and goes out once, as the caller built it, never retried.
+//     exchange) and goes out once, as the caller built it, never retried. A
+//     caller makes any body without GetBody a stream with ContentLength -1.
 //
 // Waits follow the backoff chosen by WithBackoff and WithJitter (full jitter by
 // default). A Retry-After on 409, 429 or 503 is a floor, plus a random spread

@@ -272,8 +272,8 @@ func TestTLSCertificateErrorNotRetried(t *testing.T) {
 
 // TestMalformedRequestsGetNetHTTPErrors: a request idem cannot send (another
 // scheme, no host, a nil URL or Header) goes to the next RoundTripper as it
-// is, once, so the caller gets net/http's own error, never a panic, even with
-// a budget (which reads the host).
+// is, once, so the caller gets net/http's own error, never a panic (even with
+// a budget, which reads the host) and never a retry of what fails every time.
 func TestMalformedRequestsGetNetHTTPErrors(t *testing.T) {
 	t.Parallel()
 	base := newHTTPTransport(t)
@@ -293,6 +293,21 @@ func TestMalformedRequestsGetNetHTTPErrors(t *testing.T) {
 		{"nil URL", func() *http.Request {
 			r := mustRequest(t, context.Background(), http.MethodPost, "http://127.0.0.1/", "x")
 			r.URL = nil
+			return r
+		}},
+		{"invalid method, keyed", func() *http.Request {
+			r := mustRequest(t, WithKey(context.Background(), "k1"), http.MethodGet, "http://127.0.0.1/", "")
+			r.Method = "BAD METHOD"
+			return r
+		}},
+		{"invalid header name", func() *http.Request {
+			r := mustRequest(t, context.Background(), http.MethodGet, "http://127.0.0.1/", "")
+			r.Header["Bad Name"] = []string{"x"}
+			return r
+		}},
+		{"invalid header value", func() *http.Request {
+			r := mustRequest(t, context.Background(), http.MethodPut, "http://127.0.0.1/", "x")
+			r.Header["X-Bad"] = []string{"a\nb"}
 			return r
 		}},
 		{"nil Header", func() *http.Request {
