@@ -29,9 +29,9 @@ func (o *operation) attempt(nextBody io.ReadCloser) attemptResult {
 	o.attempts++
 	now := time.Now()
 	bound, capped := o.attemptBound(now)
-	limit := bound // how long the attempt may wait for its answer
-	if limit <= 0 {
-		limit = o.deadline.Sub(now)
+	limit := o.deadline.Sub(now) // how long the attempt may wait for its answer
+	if bound > 0 {
+		limit = min(limit, bound)
 	}
 	if bound <= 0 {
 		resp, err := o.t.transport().RoundTrip(o.attemptRequest(o.ctx, nextBody, limit))
