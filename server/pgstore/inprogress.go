@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -33,6 +34,11 @@ func (s *Store) claimMark(req server.Request) int64 {
 // the meantime, in which case its committed record answers. In the narrow race
 // where the owner rolled back between the lock timeout and the probe, the answer
 // is OutcomeMismatch although the key has just become free.
+//
+// RetryAfter estimates the owner's remaining time as req.LockTTL less how long
+// the owner has been running (its transaction began with the claim); when the
+// owner has run longer than that, or its start is not visible, it is
+// InProgressRetryAfter.
 func (s *Store) inProgress(ctx context.Context, conn *pgx.Conn, req server.Request) (server.Result, error) {
 	b := &pgx.Batch{}
 	b.Queue(s.sql.probeOwner, s.claimMark(req))
@@ -40,7 +46,8 @@ func (s *Store) inProgress(ctx context.Context, conn *pgx.Conn, req server.Reque
 	br := conn.SendBatch(ctx, b) // two statements, two snapshots: the probe first
 	defer br.Close()
 	var free bool
-	if err := br.QueryRow().Scan(&free); err != nil {
+	var running *float64
+	if err := br.QueryRow().Scan(&free, &running); err != nil {
 		return server.Result{}, fmt.Errorf("pgstore: probe: %w", err)
 	}
 	var r record
@@ -50,9 +57,22 @@ func (s *Store) inProgress(ctx context.Context, conn *pgx.Conn, req server.Reque
 		if free {
 			return server.Result{Outcome: server.OutcomeMismatch}, nil
 		}
-		return server.Result{Outcome: server.OutcomeInProgress, RetryAfter: InProgressRetryAfter}, nil
+		return server.Result{Outcome: server.OutcomeInProgress, RetryAfter: remaining(req.LockTTL, running)}, nil
 	case err != nil:
 		return server.Result{}, fmt.Errorf("pgstore: read: %w", err)
 	}
 	return r.result(req.Fingerprint)
+}
+
+// remaining is the RetryAfter of an owner that has been running for running
+// seconds (nil: unknown) under a lease of lockTTL.
+func remaining(lockTTL time.Duration, running *float64) time.Duration {
+	if running == nil {
+		return InProgressRetryAfter
+	}
+	left := lockTTL - time.Duration(*running*float64(time.Second))
+	if left < InProgressRetryAfter {
+		return InProgressRetryAfter
+	}
+	return left
 }

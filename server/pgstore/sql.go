@@ -90,22 +90,35 @@ FROM %[1]s WHERE scope = $1 AND key = $2`, t),
 
 		// $1 claim mark of the duplicate: true if no claim with this fingerprint is
 		// in progress. Run outside a transaction, the shared lock is released at once.
-		probeOwner: `SELECT pg_try_advisory_xact_lock_shared($1)`,
+		// The second column is how long, in seconds, the holder of the mark (the
+		// owner of the claim) has been in its transaction, which began with the
+		// claim; NULL if no one holds it or its session is not visible to this user
+		// (pg_stat_activity hides other users' xact_start without pg_read_all_stats).
+		probeOwner: `SELECT pg_try_advisory_xact_lock_shared($1),
+       (SELECT extract(epoch FROM clock_timestamp() - a.xact_start)::float8
+          FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+         WHERE l.locktype = 'advisory' AND l.mode = 'ExclusiveLock' AND l.granted
+           AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+           AND l.classid = (($1::bigint >> 32) & 4294967295)::oid
+           AND l.objid = ($1::bigint & 4294967295)::oid AND l.objsubid = 1
+         LIMIT 1)`,
 
 		// $1 scope, $2 key: the live committed record, if any.
 		readLive: fmt.Sprintf(`SELECT fingerprint, owner_token, state, status, header_names, header_values, body
 FROM %[1]s WHERE scope = $1 AND key = $2 AND expires_at > clock_timestamp()`, t),
 
 		// $1 scope, $2 key, $3 owner token, $4 status, $5 header names, $6 header
-		// values, $7 body. Compare-and-set on the owner token. It is pipelined
-		// with COMMIT, which PostgreSQL skips only if this statement fails, so a
-		// compare-and-set that matches no row must fail: the cast of a text that is
-		// not a number does, at run time (the subquery keeps the planner from
-		// evaluating it early), with a message that says why. No indexed column
-		// changes, so PostgreSQL can update the row in place (HOT).
+		// values, $7 body, $8 TTL in microseconds. Compare-and-set on the owner
+		// token. The record expires TTL after it is written, not after the claim, so
+		// a handler slower than the TTL still leaves a record to replay. It is
+		// pipelined with COMMIT, which PostgreSQL skips only if this statement
+		// fails, so a compare-and-set that matches no row must fail: the cast of a
+		// text that is not a number does, at run time (the subquery keeps the
+		// planner from evaluating it early), with a message that says why.
 		record: fmt.Sprintf(`WITH done AS (
     UPDATE %[1]s
-       SET state = 'done', status = $4, header_names = $5, header_values = $6, body = $7
+       SET state = 'done', status = $4, header_names = $5, header_values = $6, body = $7,
+           expires_at = clock_timestamp() + $8::bigint * interval '1 microsecond'
      WHERE scope = $1 AND key = $2 AND owner_token = $3 AND state = 'claimed'
     RETURNING 1)
 SELECT CASE WHEN (SELECT count(*) FROM done) = 1 THEN 1

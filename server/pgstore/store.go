@@ -15,9 +15,10 @@ import (
 	"github.com/idemkit/idem/server"
 )
 
-// InProgressRetryAfter is the RetryAfter Do reports with OutcomeInProgress. The
-// owner's claim is an uncommitted row, so its remaining time is not known; the
-// duplicate has already waited the lock timeout inside Do.
+// InProgressRetryAfter is the RetryAfter Do reports with OutcomeInProgress when it
+// cannot estimate the owner's remaining time: the owner has run longer than its
+// Request.LockTTL, or its start is not visible to this database user (see
+// inProgress).
 const InProgressRetryAfter = time.Second
 
 // sqlstateLockNotAvailable is lock_not_available: lock_timeout expired.
@@ -32,6 +33,10 @@ var (
 	// errBadRequest: a Request Do cannot honour.
 	errBadRequest = errors.New("pgstore: invalid request")
 )
+
+// ErrPoolExhausted is wrapped by Do's error when no pooled connection became free
+// within the acquire timeout (WithAcquireTimeout); the handler did not run.
+var ErrPoolExhausted = errors.New("pgstore: no free connection in the pool")
 
 // Store is a server.Store on PostgreSQL. The claim, the handler's business writes
 // (made through Tx) and the recorded response commit in one transaction. It is
@@ -52,7 +57,7 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("%w: New: nil pool", ErrInvalidOption)
 	}
-	cfg := config{table: DefaultTable, lockTimeout: DefaultLockTimeout, finishTimeout: DefaultFinishTimeout}
+	cfg := config{table: DefaultTable, lockTimeout: DefaultLockTimeout, finishTimeout: DefaultFinishTimeout, acquireTimeout: DefaultAcquireTimeout}
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
 			return nil, err
@@ -69,18 +74,23 @@ func (s *Store) Table() string { return s.cfg.table }
 // claim it calls run with a context carrying the transaction (see Tx), then either
 // records the response and commits (keep) or rolls back (not keep, or a panic),
 // which also undoes the handler's business writes. A duplicate of a request still
-// in progress waits up to the lock timeout on the row and then replays the
-// response, or reports OutcomeInProgress.
+// in progress waits on the row lock up to req.Wait (at most the lock timeout) and
+// then replays the response, runs if the first rolled back, or reports
+// OutcomeInProgress. The record expires req.TTL after it is written.
 //
-// req.LockTTL is not used: the claim is the row lock of an open transaction, which
-// lives exactly as long as the owner's connection does.
+// req.LockTTL does not bound the claim: the claim is the row lock of an open
+// transaction, which lives exactly as long as the owner's handler (or its
+// connection). It only serves the RetryAfter estimate of OutcomeInProgress.
 func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) (server.Result, error) {
 	if req.TTL < time.Microsecond {
 		return server.Result{}, fmt.Errorf("%w: TTL %v", errBadRequest, req.TTL)
 	}
-	conn, err := s.pool.Acquire(ctx)
+	if req.Wait < 0 {
+		return server.Result{}, fmt.Errorf("%w: Wait %v", errBadRequest, req.Wait)
+	}
+	conn, err := s.acquire(ctx)
 	if err != nil {
-		return server.Result{}, fmt.Errorf("pgstore: acquire: %w", err)
+		return server.Result{}, err
 	}
 	// Release returns the connection to the pool if its transaction ended, and
 	// closes it otherwise, which makes PostgreSQL roll the transaction back.
@@ -102,6 +112,28 @@ func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) 
 	return s.execute(ctx, conn.Conn(), tx, req, owner, run)
 }
 
+// acquire takes a connection from the pool, waiting at most the acquire timeout.
+func (s *Store) acquire(ctx context.Context) (*pgxpool.Conn, error) {
+	actx, cancel := context.WithTimeoutCause(ctx, s.cfg.acquireTimeout, ErrPoolExhausted)
+	defer cancel()
+	conn, err := s.pool.Acquire(actx)
+	if err != nil {
+		if ctx.Err() == nil && errors.Is(context.Cause(actx), ErrPoolExhausted) {
+			err = fmt.Errorf("%w (%d in use, waited %v)", ErrPoolExhausted, s.pool.Stat().AcquiredConns(), s.cfg.acquireTimeout)
+		}
+		return nil, fmt.Errorf("pgstore: acquire: %w", err)
+	}
+	return conn, nil
+}
+
+// lockWait is the claim's lock_timeout: req.Wait, at most the lock timeout, and
+// at least PostgreSQL's smallest non-zero lock_timeout (1ms; zero would mean no
+// limit): a Wait of zero answers at once.
+func (s *Store) lockWait(req server.Request) string {
+	d := min(req.Wait, s.cfg.lockTimeout)
+	return strconv.FormatInt(max(d.Milliseconds(), 1), 10)
+}
+
 // claim begins a transaction on conn and runs the claim and the read in it, all
 // in one round trip: BEGIN is the first statement of the pipeline (pgx's
 // Batch.BeginTx). The transaction comes back whatever the error, for the caller
@@ -109,7 +141,7 @@ func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) 
 func (s *Store) claim(ctx context.Context, conn *pgx.Conn, req server.Request, owner string) (pgx.Tx, record, bool, error) {
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
-	b.Queue(s.sql.setLockWait, strconv.FormatInt(s.cfg.lockTimeout.Milliseconds(), 10))
+	b.Queue(s.sql.setLockWait, s.lockWait(req))
 	b.Queue(s.sql.claim, req.Scope, req.Key, req.Fingerprint, owner, req.TTL.Microseconds(), s.claimMark(req))
 	b.Queue(s.sql.read, req.Scope, req.Key)
 	br := conn.SendBatch(ctx, b)
@@ -181,7 +213,7 @@ func (s *Store) recordAndCommit(ctx context.Context, conn *pgx.Conn, req server.
 	defer cancel()
 	names, values := encodeHeader(resp.Header)
 	b := &pgx.Batch{}
-	b.Queue(s.sql.record, req.Scope, req.Key, owner, resp.Status, names, values, resp.Body)
+	b.Queue(s.sql.record, req.Scope, req.Key, owner, resp.Status, names, values, resp.Body, req.TTL.Microseconds())
 	b.Queue("COMMIT")
 	br := conn.SendBatch(fctx, b)
 	defer br.Close()
