@@ -215,3 +215,21 @@ func TestPoolExhaustedFailsFast(t *testing.T) {
 		}
 	})
 }
+
+// TestMigrateWhileAClaimIsHeld: an instance that starts (Migrate) while another
+// serves a slow handler does not wait for it: with the table and index in
+// place, Migrate takes no lock a claim holds (CREATE INDEX IF NOT EXISTS would).
+func TestMigrateWhileAClaimIsHeld(t *testing.T) {
+	t.Parallel()
+	eachTopology(t, func(t *testing.T, tp pgtest.Topology) {
+		e := newEnvVia(t, tp)
+		finish, done := hold(t, e, req("k", "fp"))
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := e.store.Migrate(ctx); err != nil {
+			t.Fatalf("Migrate while a claim is held = %v", err)
+		}
+		finish("keep")
+		<-done
+	})
+}

@@ -10,6 +10,8 @@ import (
 // statements holds the SQL of one Store, built once for its table.
 type statements struct {
 	migrate       string
+	index         string // the expires_at index, schema-qualified, quoted
+	migrateIndex  string
 	setLockWait   string
 	claim         string
 	read          string
@@ -33,9 +35,23 @@ func indexName(name string) string {
 	return pgx.Identifier{table + "_expires_at_idx"}.Sanitize()
 }
 
+// qualifiedIndexName is indexName with the table's schema, if it has one.
+func qualifiedIndexName(name string) string {
+	schema, table, ok := strings.Cut(name, ".")
+	if !ok {
+		return indexName(name)
+	}
+	return pgx.Identifier{schema, table + "_expires_at_idx"}.Sanitize()
+}
+
 func newStatements(table string) statements {
 	t := quoteTable(table)
 	return statements{
+		// CREATE INDEX takes a SHARE lock on the table before it sees that the
+		// index exists, and would wait for every claim in progress: Migrate runs
+		// it only when the index is missing (index), so an instance starts while
+		// others serve slow handlers. CREATE TABLE IF NOT EXISTS locks nothing
+		// when the table exists.
 		migrate: fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %[1]s (
     scope         text        NOT NULL,
     key           text        NOT NULL,
@@ -49,8 +65,9 @@ func newStatements(table string) statements {
     created_at    timestamptz NOT NULL DEFAULT clock_timestamp(),
     expires_at    timestamptz NOT NULL,
     PRIMARY KEY (scope, key)
-) WITH (fillfactor = 80);
-CREATE INDEX IF NOT EXISTS %[2]s ON %[1]s (expires_at)`, t, indexName(table)),
+) WITH (fillfactor = 80)`, t),
+		index:        qualifiedIndexName(table),
+		migrateIndex: fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %[2]s ON %[1]s (expires_at)`, t, indexName(table)),
 
 		// $1 lock_timeout in milliseconds. The session's value is kept in a
 		// transaction-local setting and put back by read, after the claim.
