@@ -96,20 +96,29 @@ func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) 
 	// closes it otherwise, which makes PostgreSQL roll the transaction back.
 	defer conn.Release()
 	owner := rand.Text()
-	tx, row, claimed, err := s.claim(ctx, conn.Conn(), req, owner)
-	if err != nil {
-		s.rollback(ctx, tx) // no-op (ErrTxClosed) if BEGIN itself failed
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == sqlstateLockNotAvailable {
-			return s.inProgress(ctx, conn.Conn(), req)
+	for attempt := 0; ; attempt++ {
+		tx, row, claimed, err := s.claim(ctx, conn.Conn(), req, owner)
+		if err != nil {
+			s.rollback(ctx, tx) // no-op (ErrTxClosed) if BEGIN itself failed
+			var pgErr *pgconn.PgError
+			if !errors.As(err, &pgErr) || pgErr.Code != sqlstateLockNotAvailable {
+				return server.Result{}, fmt.Errorf("pgstore: claim: %w", err)
+			}
+			res, free, err := s.inProgress(ctx, conn.Conn(), req)
+			if free && attempt == 0 {
+				// No claim of this fingerprint, no record: the lock that timed
+				// out was not the row of an owner (a wait to extend the table
+				// under load), or the owner has just rolled back. Claim again.
+				continue
+			}
+			return res, err
 		}
-		return server.Result{}, fmt.Errorf("pgstore: claim: %w", err)
+		if !claimed {
+			s.rollback(ctx, tx) // read only; ends the transaction
+			return row.result(req.Fingerprint)
+		}
+		return s.execute(ctx, conn.Conn(), tx, req, owner, run)
 	}
-	if !claimed {
-		s.rollback(ctx, tx) // read only; ends the transaction
-		return row.result(req.Fingerprint)
-	}
-	return s.execute(ctx, conn.Conn(), tx, req, owner, run)
 }
 
 // acquire takes a connection from the pool, waiting at most the acquire timeout.
@@ -126,12 +135,18 @@ func (s *Store) acquire(ctx context.Context) (*pgxpool.Conn, error) {
 	return conn, nil
 }
 
-// lockWait is the claim's lock_timeout: req.Wait, at most the lock timeout, and
-// at least PostgreSQL's smallest non-zero lock_timeout (1ms; zero would mean no
-// limit): a Wait of zero answers at once.
+// minLockWait is the shortest lock_timeout of a claim, what a Wait of zero gets
+// (lock_timeout 0 would mean no limit). lock_timeout bounds every lock the
+// claim waits for, not only an owner's row: under load, inserting can wait
+// for the lock that extends the table; 20ms makes a time-out on it rare, and
+// Do claims again after one (see inProgress).
+const minLockWait = 20 * time.Millisecond
+
+// lockWait is the claim's lock_timeout in milliseconds: req.Wait, at most the
+// lock timeout, at least minLockWait.
 func (s *Store) lockWait(req server.Request) string {
-	d := min(req.Wait, s.cfg.lockTimeout)
-	return strconv.FormatInt(max(d.Milliseconds(), 1), 10)
+	d := max(min(req.Wait, s.cfg.lockTimeout), minLockWait)
+	return strconv.FormatInt(d.Milliseconds(), 10)
 }
 
 // claim begins a transaction on conn and runs the claim and the read in it, all
