@@ -127,7 +127,10 @@ FROM %[1]s WHERE scope = $1 AND key = $2 AND expires_at > clock_timestamp()`, t)
 		// $1 scope, $2 key, $3 owner token, $4 status, $5 header names, $6 header
 		// values, $7 body, $8 TTL in microseconds. Compare-and-set on the owner
 		// token. The record expires TTL after it is written, not after the claim, so
-		// a handler slower than the TTL still leaves a record to replay. It is
+		// a handler slower than the TTL still leaves a record to replay; to within
+		// the smaller of 1s and a tenth of the TTL, which keeps expires_at (an
+		// indexed column) unchanged for a quick handler, so that PostgreSQL can
+		// update the row in place (HOT) with no new index entries. It is
 		// pipelined with COMMIT, which PostgreSQL skips only if this statement
 		// fails, so a compare-and-set that matches no row must fail: the cast of a
 		// text that is not a number does, at run time (the subquery keeps the
@@ -135,7 +138,11 @@ FROM %[1]s WHERE scope = $1 AND key = $2 AND expires_at > clock_timestamp()`, t)
 		record: fmt.Sprintf(`WITH done AS (
     UPDATE %[1]s
        SET state = 'done', status = $4, header_names = $5, header_values = $6, body = $7,
-           expires_at = clock_timestamp() + $8::bigint * interval '1 microsecond'
+           expires_at = CASE
+               WHEN clock_timestamp() + $8::bigint * interval '1 microsecond' - expires_at
+                    > least(interval '1 second', $8::bigint / 10 * interval '1 microsecond')
+               THEN clock_timestamp() + $8::bigint * interval '1 microsecond'
+               ELSE expires_at END
      WHERE scope = $1 AND key = $2 AND owner_token = $3 AND state = 'claimed'
     RETURNING 1)
 SELECT CASE WHEN (SELECT count(*) FROM done) = 1 THEN 1
