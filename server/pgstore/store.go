@@ -32,6 +32,9 @@ var (
 	errBadRecord = errors.New("pgstore: malformed record")
 	// errBadRequest: a Request Do cannot honour.
 	errBadRequest = errors.New("pgstore: invalid request")
+	// errNoClaimNoRecord: maxClaims claims in a row met a row their snapshot did
+	// not show; only a stream of commits on one key can do that.
+	errNoClaimNoRecord = errors.New("pgstore: neither claimed nor found a record")
 )
 
 // ErrPoolExhausted is wrapped by Do's error when no pooled connection became free
@@ -97,7 +100,7 @@ func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) 
 	defer conn.Release()
 	owner := rand.Text()
 	for attempt := 0; ; attempt++ {
-		tx, row, claimed, err := s.claim(ctx, conn.Conn(), req, owner)
+		tx, row, claim, err := s.claim(ctx, conn.Conn(), req, owner)
 		if err != nil {
 			s.rollback(ctx, tx) // no-op (ErrTxClosed) if BEGIN itself failed
 			var pgErr *pgconn.PgError
@@ -105,7 +108,7 @@ func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) 
 				return server.Result{}, fmt.Errorf("pgstore: claim: %w", err)
 			}
 			res, free, err := s.inProgress(ctx, conn.Conn(), req)
-			if free && attempt == 0 {
+			if free && attempt < maxClaims-1 {
 				// No claim of this fingerprint, no record: the lock that timed
 				// out was not the row of an owner (a wait to extend the table
 				// under load), or the owner has just rolled back. Claim again.
@@ -113,13 +116,33 @@ func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) 
 			}
 			return res, err
 		}
-		if !claimed {
+		switch claim {
+		case claimHeld:
+			return s.execute(ctx, conn.Conn(), tx, req, owner, run)
+		case claimStopped:
 			s.rollback(ctx, tx) // read only; ends the transaction
 			return row.result(req.Fingerprint)
 		}
-		return s.execute(ctx, conn.Conn(), tx, req, owner, run)
+		s.rollback(ctx, tx)
+		if attempt == maxClaims-1 {
+			return server.Result{}, fmt.Errorf("pgstore: claim: %w", errNoClaimNoRecord)
+		}
 	}
 }
+
+// maxClaims bounds the claims of one Do: a claim that finds neither the key
+// free nor a record is repeated with a new snapshot (see claim's SQL); it takes
+// a concurrent commit to get there, so two are nearly always enough.
+const maxClaims = 3
+
+// What a claim found.
+type claimResult int
+
+const (
+	claimNone    claimResult = iota // neither: claim again
+	claimHeld                       // this transaction holds the claim
+	claimStopped                    // a live record stops the claim
+)
 
 // acquire takes a connection from the pool, waiting at most the acquire timeout.
 func (s *Store) acquire(ctx context.Context) (*pgxpool.Conn, error) {
@@ -149,51 +172,43 @@ func (s *Store) lockWait(req server.Request) string {
 	return strconv.FormatInt(d.Milliseconds(), 10)
 }
 
-// claim begins a transaction on conn and runs the claim and the read in it, all
-// in one round trip: BEGIN is the first statement of the pipeline (pgx's
-// Batch.BeginTx). The transaction comes back whatever the error, for the caller
-// to roll back; it is closed already if BEGIN failed.
-func (s *Store) claim(ctx context.Context, conn *pgx.Conn, req server.Request, owner string) (pgx.Tx, record, bool, error) {
+// claim begins a transaction on conn and claims (req.Scope, req.Key) or reads
+// the record that stops the claim, in one round trip: BEGIN is the first
+// statement of the pipeline (pgx's Batch.BeginTx), the claim the second. The
+// transaction comes back whatever the error, for the caller to roll back; it is
+// closed already if BEGIN failed.
+func (s *Store) claim(ctx context.Context, conn *pgx.Conn, req server.Request, owner string) (pgx.Tx, record, claimResult, error) {
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
-	b.Queue(s.sql.setLockWait, s.lockWait(req))
-	b.Queue(s.sql.claim, req.Scope, req.Key, req.Fingerprint, owner, req.TTL.Microseconds(), s.claimMark(req))
-	b.Queue(s.sql.read, req.Scope, req.Key)
+	b.Queue(s.sql.claim, req.Scope, req.Key, req.Fingerprint, owner, req.TTL.Microseconds(), s.claimMark(req), s.lockWait(req))
 	br := conn.SendBatch(ctx, b)
 	tx := br.Tx()
-	r, claimed, err := s.claimResults(br, owner)
+	r, found, err := claimResults(br, owner)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		return tx, record{}, false, err
-	}
-	return tx, r, claimed, nil
+	return tx, r, found, err
 }
 
 // claimResults reads the results of claim's pipeline, BEGIN's first.
-func (s *Store) claimResults(br pgx.BatchResults, owner string) (record, bool, error) {
+func claimResults(br pgx.BatchResults, owner string) (record, claimResult, error) {
 	if _, err := br.Exec(); err != nil {
-		return record{}, false, fmt.Errorf("begin: %w", err)
-	}
-	if _, err := br.Exec(); err != nil {
-		return record{}, false, err
-	}
-	var got string
-	claimed := true
-	if err := br.QueryRow().Scan(&got, nil); errors.Is(err, pgx.ErrNoRows) {
-		claimed = false
-	} else if err != nil {
-		return record{}, false, err
+		return record{}, claimNone, fmt.Errorf("begin: %w", err)
 	}
 	var r record
-	if err := br.QueryRow().Scan(&r.fingerprint, &r.owner, &r.state, &r.status, &r.headerNames, &r.headerValues, &r.body, nil); err != nil {
-		return record{}, false, err
+	var held bool
+	err := br.QueryRow().Scan(&held, &r.owner, &r.fingerprint, &r.state, &r.status, &r.headerNames, &r.headerValues, &r.body)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return record{}, claimNone, nil
+	case err != nil:
+		return record{}, claimNone, err
+	case held && r.owner != owner:
+		return record{}, claimNone, errLostClaim
+	case held:
+		return record{}, claimHeld, nil
 	}
-	if claimed && r.owner != owner {
-		return record{}, false, errLostClaim
-	}
-	return r, claimed, nil
+	return r, claimStopped, nil
 }
 
 // execute calls run inside the claim's transaction and ends the transaction.
