@@ -31,30 +31,39 @@
 //
 // # How Do works
 //
-// Do takes a connection from the pool and, in one round trip (four pipelined
-// statements: BEGIN first, through pgx's Batch.BeginTx), begins a transaction,
-// sets lock_timeout (WithLockTimeout) for the claim only, claims, and reads the
-// row back while putting lock_timeout back:
+// Do takes a connection from the pool (waiting at most WithAcquireTimeout) and,
+// in one round trip (BEGIN pipelined with one statement, through pgx's
+// Batch.BeginTx), begins a transaction and claims the key or reads the record
+// that stops the claim:
 //
-//	INSERT INTO idem_keys AS k (scope, key, fingerprint, owner_token, state, created_at, expires_at)
-//	SELECT $scope, $key, $fingerprint, $owner, 'claimed', clock_timestamp(), clock_timestamp() + $ttl
-//	WHERE NOT EXISTS (SELECT 1 FROM idem_keys WHERE scope = $scope AND key = $key AND expires_at > clock_timestamp())
-//	ON CONFLICT (scope, key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, owner_token = EXCLUDED.owner_token,
-//	    state = 'claimed', status = NULL, header_names = NULL, header_values = NULL, body = NULL,
-//	    created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
-//	WHERE k.expires_at <= clock_timestamp()
-//	RETURNING owner_token, pg_advisory_xact_lock($mark)
+//	WITH claimed AS (
+//	    INSERT INTO idem_keys AS k (scope, key, fingerprint, owner_token, state, created_at, expires_at)
+//	    SELECT $scope, $key, $fingerprint, $owner, 'claimed', clock_timestamp(), clock_timestamp() + $ttl
+//	     WHERE set_config('lock_timeout', $wait || left(set_config('idem.saved_lock_timeout', current_setting('lock_timeout'), true), 0), true) IS NOT NULL
+//	       AND NOT EXISTS (SELECT 1 FROM idem_keys WHERE scope = $scope AND key = $key AND expires_at > clock_timestamp())
+//	    ON CONFLICT (scope, key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, owner_token = EXCLUDED.owner_token,
+//	        state = 'claimed', status = NULL, header_names = NULL, header_values = NULL, body = NULL,
+//	        created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
+//	     WHERE k.expires_at <= clock_timestamp()
+//	    RETURNING k.owner_token, k.fingerprint, k.state, pg_advisory_xact_lock($mark),
+//	              set_config('lock_timeout', current_setting('idem.saved_lock_timeout'), true))
+//	SELECT true, owner_token, fingerprint, state, NULL, NULL, NULL, NULL FROM claimed
+//	UNION ALL
+//	SELECT false, owner_token, fingerprint, state, status, header_names, header_values, body FROM idem_keys
+//	 WHERE scope = $scope AND key = $key AND expires_at > clock_timestamp() AND NOT EXISTS (SELECT 1 FROM claimed)
 //
-// A row back means the key was free or its record had expired: this
-// transaction holds the claim, the row lock of an uncommitted row. RETURNING,
-// evaluated only for the row claimed, also takes a transaction-scoped advisory
-// lock, $mark, keyed by a hash of (table, scope, key, fingerprint). Do then runs
-// the handler with the transaction in its context. If the response is kept, Do
-// records it with a compare-and-set on the owner token and commits, both
-// pipelined in one round trip:
+// The lock_timeout of the claim ($wait, see below) is set before the insert
+// can wait and put back, for the handler, once the row is held. A true row means
+// the key was free or its record had expired: this transaction holds the claim,
+// the row lock of an uncommitted row. RETURNING, evaluated only for the row
+// claimed, also takes a transaction-scoped advisory lock, $mark, keyed by a hash
+// of (table, scope, key, fingerprint). Do then runs the handler with the
+// transaction in its context. If the response is kept, Do records it with a
+// compare-and-set on the owner token and commits, both pipelined in one round
+// trip:
 //
 //	WITH done AS (UPDATE idem_keys SET state = 'done', status = $status, header_names = $names,
-//	        header_values = $values, body = $body
+//	        header_values = $values, body = $body, expires_at = <now + TTL, see below>
 //	    WHERE scope = $scope AND key = $key AND owner_token = $owner AND state = 'claimed' RETURNING 1)
 //	SELECT CASE WHEN (SELECT count(*) FROM done) = 1 THEN 1
 //	    ELSE ('pgstore: claim lost, rows updated: ' || (SELECT count(*) FROM done))::int END;
@@ -75,10 +84,11 @@
 // request (WithFinishTimeout), so a client that disconnects still ends the
 // transaction; a connection that cannot is closed, and PostgreSQL rolls back.
 //
-// No row back, because a live record exists: the record, read in the same round
-// trip, answers OutcomeReplayed (same fingerprint, byte for byte) or
-// OutcomeMismatch. Committed rows always hold a response: a claim is only ever
-// committed together with it.
+// A false row is the live record that stopped the claim: OutcomeReplayed (same
+// fingerprint, byte for byte) or OutcomeMismatch. No row at all means the claim
+// met a row its snapshot, taken before any wait, does not show (an owner that
+// committed meanwhile): Do claims again. Committed rows always hold a
+// response: a claim is only ever committed together with it.
 //
 // A claim that meets the uncommitted row of a request in progress waits for it,
 // for Request.Wait at most (capped by WithLockTimeout; a Wait of zero waits 20ms,
@@ -172,9 +182,10 @@
 //     acquire timeout (default 1s) with ErrPoolExhausted (503) instead of
 //     hanging. Replays need a connection too, briefly: they wait behind slow
 //     handlers only for a free connection, at most the acquire timeout.
-//   - Per executed request: BEGIN with the claim (one round trip), the
-//     handler's own statements, and the record with COMMIT (one round trip):
-//     the round trips of a handler that runs its own transaction. A replay is
+//   - Per executed request: BEGIN with the claim (one round trip, two
+//     statements), the handler's own statements, and the record with COMMIT
+//     (one round trip): the round trips of a handler that runs its own
+//     transaction. A replay is
 //     BEGIN with the claim, then ROLLBACK. The row is written twice (insert,
 //     then an in-place update) in one transaction, so one WAL flush.
 //   - The advisory lock keys share the database's advisory lock space with the
