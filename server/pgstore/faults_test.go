@@ -160,15 +160,15 @@ func TestDoWaitEndsWhenTheClientLeaves(t *testing.T) {
 }
 
 // TestPoolExhaustedFailsFast (issue 12, 7): slow handlers hold every pooled
-// connection; replays, duplicates and new keys fail within the acquire timeout
-// (503 with Retry-After through the middleware) instead of hanging, and run
-// again once a connection is free.
+// connection (no reserve); replays, duplicates and new keys fail within the
+// acquire timeout (503 with Retry-After through the middleware) instead of
+// hanging, and run again once a connection is free.
 func TestPoolExhaustedFailsFast(t *testing.T) {
 	t.Parallel()
 	eachTopology(t, func(t *testing.T, tp pgtest.Topology) {
 		pool := tp.Pool(t, 2)
 		e := newEnvOn(t, pool, pgtest.Table(t, pool, "idem_test"), pgtest.Table(t, pool, "pay_test"),
-			pgstore.WithAcquireTimeout(100*time.Millisecond))
+			pgstore.WithAcquireTimeout(100*time.Millisecond), pgstore.WithReservedConns(0))
 		calls := 0
 		if res, err := e.store.Do(context.Background(), req("done", "fp"), payRun(t, e, &calls, true)); err != nil || res.Outcome != server.OutcomeExecuted {
 			t.Fatalf("first of done = %v, %v", res.Outcome, err)
@@ -231,5 +231,56 @@ func TestMigrateWhileAClaimIsHeld(t *testing.T) {
 		}
 		finish("keep")
 		<-done
+	})
+}
+
+// TestReplaysDoNotWaitBehindSlowHandlers (issue 12, 7): with the default reserve
+// (one of three connections), two slow handlers take every handler slot; a
+// replay and a duplicate are still answered at once on the reserved
+// connection, a new key fails with ErrPoolExhausted within the acquire timeout
+// without running, and runs once a handler has finished.
+func TestReplaysDoNotWaitBehindSlowHandlers(t *testing.T) {
+	t.Parallel()
+	eachTopology(t, func(t *testing.T, tp pgtest.Topology) {
+		pool := tp.Pool(t, 3)
+		e := newEnvOn(t, pool, pgtest.Table(t, pool, "idem_test"), pgtest.Table(t, pool, "pay_test"),
+			pgstore.WithAcquireTimeout(100*time.Millisecond))
+		calls := 0
+		if res, err := e.store.Do(context.Background(), req("done", "fp"), payRun(t, e, &calls, true)); err != nil || res.Outcome != server.OutcomeExecuted {
+			t.Fatalf("first of done = %v, %v", res.Outcome, err)
+		}
+		finishA, doneA := hold(t, e, req("a", "fp"))
+		finishB, doneB := hold(t, e, req("b", "fp"))
+
+		mustNotRun := func(context.Context) (*server.Response, bool) {
+			t.Error("ran beyond the handler slots")
+			return nil, false
+		}
+		for range 3 {
+			if res, err := e.store.Do(context.Background(), req("done", "fp"), mustNotRun); err != nil || res.Outcome != server.OutcomeReplayed {
+				t.Fatalf("replay beside two slow handlers = %v, %v; want a replay", res.Outcome, err)
+			}
+			if res, err := e.store.Do(context.Background(), req("a", "fp"), mustNotRun); err != nil || res.Outcome != server.OutcomeInProgress {
+				t.Fatalf("duplicate beside two slow handlers = %v, %v; want in progress", res.Outcome, err)
+			}
+		}
+		if _, err := e.store.Do(context.Background(), req("c", "fp"), mustNotRun); !errors.Is(err, pgstore.ErrPoolExhausted) {
+			t.Fatalf("a third handler = %v, want ErrPoolExhausted", err)
+		}
+		var n int
+		if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM "+e.table+" WHERE key = 'c'").Scan(&n); err != nil || n != 0 {
+			t.Fatalf("the refused claim left %d rows (%v)", n, err)
+		}
+
+		finishA("keep")
+		<-doneA
+		if res, err := e.store.Do(context.Background(), req("c", "fp"), payRun(t, e, &calls, true)); err != nil || res.Outcome != server.OutcomeExecuted {
+			t.Fatalf("c once a slot is free = %v, %v", res.Outcome, err)
+		}
+		finishB("keep")
+		<-doneB
+		if n := e.count(t); n != 4 {
+			t.Fatalf("%d payments, want 4", n)
+		}
 	})
 }

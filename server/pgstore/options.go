@@ -27,6 +27,7 @@ type config struct {
 	lockTimeout    time.Duration
 	finishTimeout  time.Duration
 	acquireTimeout time.Duration
+	reserved       int // -1: the default, see WithReservedConns
 }
 
 // tableName is a lower-case SQL identifier, optionally schema-qualified. The limit
@@ -88,6 +89,25 @@ func WithAcquireTimeout(d time.Duration) Option {
 			return fmt.Errorf("%w: WithAcquireTimeout(%v): want a positive duration", ErrInvalidOption, d)
 		}
 		c.acquireTimeout = d
+		return nil
+	}
+}
+
+// WithReservedConns keeps n of the pool's connections out of reach of handlers
+// (default: an eighth of the pool's MaxConns, at least 1, and 0 for a pool of one
+// connection). A keyed request holds its connection for its handler's whole
+// duration; with the reserve, slow handlers can take at most MaxConns - n
+// connections, and replays, duplicates (409) and the application's other queries
+// on the pool still find one. A new request that finds every handler slot taken
+// waits for one up to the acquire timeout, holding no connection, then fails
+// with ErrPoolExhausted (503). The slots are counted per Store. n must be at
+// least 0 and less than the pool's MaxConns.
+func WithReservedConns(n int) Option {
+	return func(c *config) error {
+		if n < 0 {
+			return fmt.Errorf("%w: WithReservedConns(%d): want 0 or more", ErrInvalidOption, n)
+		}
+		c.reserved = n
 		return nil
 	}
 }

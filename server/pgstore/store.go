@@ -46,9 +46,10 @@ var ErrPoolExhausted = errors.New("pgstore: no free connection in the pool")
 // safe for concurrent use by any number of goroutines and processes sharing the
 // database.
 type Store struct {
-	pool *pgxpool.Pool
-	cfg  config
-	sql  statements
+	pool  *pgxpool.Pool
+	cfg   config
+	sql   statements
+	slots handlerSlots
 }
 
 var _ server.Store = (*Store)(nil)
@@ -60,13 +61,21 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("%w: New: nil pool", ErrInvalidOption)
 	}
-	cfg := config{table: DefaultTable, lockTimeout: DefaultLockTimeout, finishTimeout: DefaultFinishTimeout, acquireTimeout: DefaultAcquireTimeout}
+	cfg := config{table: DefaultTable, lockTimeout: DefaultLockTimeout, finishTimeout: DefaultFinishTimeout,
+		acquireTimeout: DefaultAcquireTimeout, reserved: -1}
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
 			return nil, err
 		}
 	}
-	return &Store{pool: pool, cfg: cfg, sql: newStatements(cfg.table)}, nil
+	maxConns := int(pool.Config().MaxConns)
+	if cfg.reserved < 0 {
+		cfg.reserved = min(max(1, maxConns/8), maxConns-1)
+	}
+	if cfg.reserved >= maxConns {
+		return nil, fmt.Errorf("%w: WithReservedConns(%d): want fewer than the pool's MaxConns (%d)", ErrInvalidOption, cfg.reserved, maxConns)
+	}
+	return &Store{pool: pool, cfg: cfg, sql: newStatements(cfg.table), slots: newHandlerSlots(maxConns, cfg.reserved)}, nil
 }
 
 // Table returns the name of the table the store uses, as given to WithTable.
@@ -91,21 +100,45 @@ func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) 
 	if req.Wait < 0 {
 		return server.Result{}, fmt.Errorf("%w: Wait %v", errBadRequest, req.Wait)
 	}
+	owner := rand.Text()
+	slot := false // whether this Do holds a handler slot
+	defer func() {
+		if slot {
+			s.slots.release()
+		}
+	}()
+	for {
+		res, needSlot, err := s.do(ctx, req, owner, run, &slot)
+		if !needSlot {
+			return res, err
+		}
+		// The key is free but every handler slot is taken: wait for one
+		// without holding a connection, then claim again.
+		if err := s.slots.wait(ctx, s.cfg.acquireTimeout); err != nil {
+			return server.Result{}, fmt.Errorf("pgstore: %w", err)
+		}
+		slot = true
+	}
+}
+
+// do is one pass of Do on one connection. It returns needSlot, having rolled
+// back and released the connection, when it claimed the key but holds no
+// handler slot and none is free.
+func (s *Store) do(ctx context.Context, req server.Request, owner string, run server.RunFunc, slot *bool) (res server.Result, needSlot bool, err error) {
 	conn, err := s.acquire(ctx)
 	if err != nil {
-		return server.Result{}, err
+		return server.Result{}, false, err
 	}
 	// Release returns the connection to the pool if its transaction ended, and
 	// closes it otherwise, which makes PostgreSQL roll the transaction back.
 	defer conn.Release()
-	owner := rand.Text()
 	for attempt := 0; ; attempt++ {
 		tx, row, claim, err := s.claim(ctx, conn.Conn(), req, owner)
 		if err != nil {
 			s.rollback(ctx, tx) // no-op (ErrTxClosed) if BEGIN itself failed
 			var pgErr *pgconn.PgError
 			if !errors.As(err, &pgErr) || pgErr.Code != sqlstateLockNotAvailable {
-				return server.Result{}, fmt.Errorf("pgstore: claim: %w", err)
+				return server.Result{}, false, fmt.Errorf("pgstore: claim: %w", err)
 			}
 			res, free, err := s.inProgress(ctx, conn.Conn(), req)
 			if free && attempt < maxClaims-1 {
@@ -114,18 +147,25 @@ func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) 
 				// under load), or the owner has just rolled back. Claim again.
 				continue
 			}
-			return res, err
+			return res, false, err
 		}
 		switch claim {
 		case claimHeld:
-			return s.execute(ctx, conn.Conn(), tx, req, owner, run)
+			if !*slot && !s.slots.try() {
+				s.rollback(ctx, tx)
+				return server.Result{}, true, nil
+			}
+			*slot = true
+			res, err := s.execute(ctx, conn.Conn(), tx, req, owner, run)
+			return res, false, err
 		case claimStopped:
 			s.rollback(ctx, tx) // read only; ends the transaction
-			return row.result(req.Fingerprint)
+			res, err := row.result(req.Fingerprint)
+			return res, false, err
 		}
 		s.rollback(ctx, tx)
 		if attempt == maxClaims-1 {
-			return server.Result{}, fmt.Errorf("pgstore: claim: %w", errNoClaimNoRecord)
+			return server.Result{}, false, fmt.Errorf("pgstore: claim: %w", errNoClaimNoRecord)
 		}
 	}
 }
