@@ -8,7 +8,7 @@
 // # Usage
 //
 //	pool, err := pgstore.NewPool(ctx, "postgres://...") // direct or through PgBouncer
-//	store, err := pgstore.New(pool) // options: WithTable, WithLockTimeout, WithAcquireTimeout, WithFinishTimeout
+//	store, err := pgstore.New(pool) // options: WithTable, WithLockTimeout, WithAcquireTimeout, WithReservedConns, WithFinishTimeout
 //	if err != nil { ... }
 //	if err := store.Migrate(ctx); err != nil { ... } // once, at start-up; idempotent
 //	stop := store.StartReaper(ctx, pgstore.Reaper{})  // deletes expired records
@@ -108,8 +108,9 @@
 // needs (the owner already has its connection and its row). Waiting duplicates
 // do take connections from the pool; WithAcquireTimeout bounds how long any Do
 // waits for one (ErrPoolExhausted: the middleware answers 503 with
-// Retry-After, and the handler does not run), and WithLockTimeout bounds how long
-// a duplicate keeps one.
+// Retry-After, and the handler does not run), WithLockTimeout bounds how long a
+// duplicate keeps one, and WithReservedConns keeps some for everything but
+// handlers.
 //
 // A store that cannot be reached fails Do before the handler runs; the
 // middleware answers 503. The record expires TTL after it is written (to within
@@ -180,8 +181,12 @@
 //     Request.Wait (at most the lock timeout, default 10s); many duplicates of
 //     one slow request can empty the pool, after which Do fails within the
 //     acquire timeout (default 1s) with ErrPoolExhausted (503) instead of
-//     hanging. Replays need a connection too, briefly: they wait behind slow
-//     handlers only for a free connection, at most the acquire timeout.
+//     hanging.
+//   - Handlers never take the last WithReservedConns connections of the pool
+//     (default an eighth of MaxConns, at least one): however slow they are,
+//     replays, duplicates and the application's other queries find a
+//     connection. A new request that finds every handler slot taken waits for
+//     one, holding no connection, up to the acquire timeout, then gets 503.
 //   - Per executed request: BEGIN with the claim (one round trip, two
 //     statements), the handler's own statements, and the record with COMMIT
 //     (one round trip): the round trips of a handler that runs its own
