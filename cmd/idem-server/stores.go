@@ -86,15 +86,21 @@ func openStore(ctx context.Context, cfg config, logger *slog.Logger) (server.Sto
 
 // openPostgres connects to url and prepares the payments table.
 func openPostgres(ctx context.Context, url string) (*pgxpool.Pool, *pgpayments.Ledger, error) {
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
+	if _, err := pgxpool.ParseConfig(url); err != nil {
 		return nil, nil, fmt.Errorf("-postgres-url: %w", err)
 	}
+	// NewPool connects once to pick a query mode that also works through
+	// PgBouncer's transaction pooling.
 	pctx, cancel := context.WithTimeout(ctx, connectTimeout)
-	err = pool.Ping(pctx)
+	pool, err := pgstore.NewPool(pctx, url)
+	if err == nil {
+		err = pool.Ping(pctx)
+		if err != nil {
+			pool.Close()
+		}
+	}
 	cancel()
 	if err != nil {
-		pool.Close()
 		return nil, nil, fmt.Errorf("cannot reach PostgreSQL at -postgres-url: %w", err)
 	}
 	ledger, err := pgpayments.New(pool, paymentsTable)

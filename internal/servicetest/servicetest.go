@@ -16,6 +16,7 @@ const (
 	EnvRequire         = "IDEM_REQUIRE_SERVICES"
 	EnvPostgresURL     = "IDEM_POSTGRES_URL"
 	EnvRedisAddr       = "IDEM_REDIS_ADDR"
+	EnvPgBouncerURL    = "IDEM_PGBOUNCER_URL"
 	DefaultPostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 	DefaultRedisAddr   = "127.0.0.1:6379"
 )
@@ -25,6 +26,11 @@ func Required() bool { return os.Getenv(EnvRequire) == "1" }
 
 // PostgresURL is the PostgreSQL server the tests use.
 func PostgresURL() string { return getenv(EnvPostgresURL, DefaultPostgresURL) }
+
+// PgBouncerURL is a PgBouncer in transaction pooling mode in front of the
+// PostgreSQL server (.ci/pgbouncer.sh starts one), or "" when not set: the tests
+// through it are then skipped, whatever EnvRequire says.
+func PgBouncerURL() string { return os.Getenv(EnvPgBouncerURL) }
 
 // RedisAddr is the Redis server the tests use.
 func RedisAddr() string { return getenv(EnvRedisAddr, DefaultRedisAddr) }
