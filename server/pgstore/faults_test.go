@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/server"
-	"github.com/idemkit/idem/server/payments"
+	"github.com/idemkit/idem/internal/demo/payments"
 	"github.com/idemkit/idem/server/pgstore"
 	"github.com/idemkit/idem/server/pgstore/internal/pgtest"
 )
