@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/internal/demo/payments"
+	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/pgstore"
 	"github.com/idemkit/idem/server/pgstore/internal/pgtest"
 )
