@@ -154,3 +154,14 @@ func (p *serverProcess) payments(t *testing.T, customer string) int {
 	}
 	return *list.Count
 }
+
+// logOf returns the server's log lines that mention s (an idempotency key).
+func (p *serverProcess) logOf(s string) string {
+	var out []string
+	for line := range strings.Lines(p.stderr.String()) {
+		if strings.Contains(line, s) {
+			out = append(out, strings.TrimRight(line, "\n"))
+		}
+	}
+	return strings.Join(out, "\n")
+}
