@@ -80,22 +80,18 @@ func checkLateAnswer(t *testing.T, srv *serverProcess, late time.Duration, forge
 	}
 	elapsed := time.Since(start)
 
-	// The key, to clean the store up and to explain a failure.
-	key := ""
+	// The key the client generated, so that the store can be cleaned up.
+	evs := rec.all()
 	var ie *idem.Error
 	switch {
 	case resp != nil:
-		key = idem.KeyFromRequest(resp.Request)
+		forget(idem.KeyFromRequest(resp.Request))
 	case errors.As(err, &ie):
-		key = ie.Key
+		forget(ie.Key)
+	case len(evs) > 0:
+		forget(evs[0].Key)
 	}
-	for _, ev := range rec.all() {
-		if key == "" {
-			key = ev.Key
-		}
-	}
-	forget(key)
-	history := retryHistory(rec.all())
+	history := retryHistory(evs)
 
 	switch {
 	case err != nil:

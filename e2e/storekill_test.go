@@ -28,16 +28,21 @@ const (
 	// killAfterWriteMax draws each operation's answer delay after its write
 	// from U[0, killAfterWriteMax): a kill lands on handlers past their write.
 	killAfterWriteMax = 250 * time.Millisecond
-	killDowntime      = time.Second // how long the store stays down each time
-	killMaxAttempts   = 10
-	killCap           = 10 * time.Second // per operation (WithMaxElapsed)
+	// killDowntime is how long the store stays down each time: longer than
+	// the Redis client's own redials absorb (about a second), so requests in
+	// flight fail.
+	killDowntime    = 1500 * time.Millisecond
+	killMaxAttempts = 10
+	killCap         = 10 * time.Second // per operation (WithMaxElapsed)
 	// killSlack is how far past its cap an operation may end (noticing the
 	// cap, a last attempt's time-out), generous for a loaded machine.
 	killSlack = 3 * time.Second
-	// killLockTTL is the server's -lock-ttl: a claim left behind by a failed
-	// record expires within an operation's cap, so a retry that would run the
-	// handler again does so during the test.
-	killLockTTL = 2 * time.Second
+	// killLockTTL is the server's -lock-ttl: longer than the outage, so a
+	// claim left behind by a failed record outlives it (the store can still
+	// settle it when it is back), and shorter than an operation's cap, so a
+	// retry that would run the handler again after the claim expires does so
+	// during the test.
+	killLockTTL = 5 * time.Second
 	// killBound bounds the stream (a failing run ends there).
 	killBound = 40 * time.Second
 )
@@ -115,7 +120,8 @@ func runKillSoak(t *testing.T, srv *serverProcess, store *killable) {
 	n := killWorkers * killOps
 	ops := make([]killOp, n)
 	delays := make([]time.Duration, n)
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 12))
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, 12))
 	for i := range ops {
 		ops[i].customer = fmt.Sprintf("cus_kill_%s_%03d", run, i)
 		ops[i].key = idem.KeyFor("e2e-store-kill-"+run, ops[i].customer)
@@ -251,8 +257,8 @@ func runKillSoak(t *testing.T, srv *serverProcess, store *killable) {
 			t.Errorf("%s: answered 201 with %d payments, want 1", o.customer, charged[o.customer])
 		}
 	}
-	t.Logf("%d operations in %v, store killed at %v for %v each: %d duplicate payments, %d uncharged; %d ended without a 201 (%d of them charged)",
-		n, elapsed.Round(time.Millisecond), roundAll(kills), killDowntime, duplicates, uncharged, len(again), errorsCharged)
+	t.Logf("%d operations (delays seed %d) in %v, store killed at %v for %v each: %d duplicate payments, %d uncharged; %d ended without a 201 (%d of them charged)",
+		n, seed, elapsed.Round(time.Millisecond), roundAll(kills), killDowntime, duplicates, uncharged, len(again), errorsCharged)
 	t.Logf("endings: %s", formatClasses(classes))
 	if len(rerun) > 0 {
 		t.Logf("re-run of the %d without a 201: %s", len(rerun), formatClasses(rerunClasses))
