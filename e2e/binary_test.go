@@ -75,13 +75,19 @@ type serverProcess struct {
 	stderr *lockedBuffer
 }
 
-// startServer starts idem-server with args (-addr 127.0.0.1:0 is added) and
-// stops it when the test ends. It returns once the server listens.
-func startServer(t *testing.T, args ...string) *serverProcess {
+// skipShort skips a test that builds and runs the binary under -short.
+func skipShort(t *testing.T) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the idem-server binary")
 	}
+}
+
+// startServer starts idem-server with args (-addr 127.0.0.1:0 is added) and
+// stops it when the test ends. It returns once the server listens.
+func startServer(t *testing.T, args ...string) *serverProcess {
+	t.Helper()
+	skipShort(t)
 	bin, err := buildServer()
 	if err != nil {
 		t.Fatal(err)

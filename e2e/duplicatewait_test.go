@@ -72,6 +72,7 @@ func rawPost(ctx context.Context, url, key, customer string, start time.Time, h 
 // 503, the claim released), the waiting duplicate runs the handler itself.
 // One payment in every case.
 func TestBinaryDuplicateWaits(t *testing.T) {
+	skipShort(t)
 	t.Parallel()
 	for _, st := range binaryStores {
 		t.Run(st.name, func(t *testing.T) {

@@ -37,6 +37,7 @@ const (
 // second of the late answer, with exactly one payment, never a 409 or an
 // "attempts exhausted" error.
 func TestBinaryLateAnswerAfterWrite(t *testing.T) {
+	skipShort(t)
 	t.Parallel()
 	for _, st := range binaryStores {
 		t.Run(st.name, func(t *testing.T) {

@@ -91,6 +91,7 @@ func (o killOp) class() string {
 // it stopped); and the operations that did not succeed, run once more with
 // their keys after the stream, still charge nobody twice.
 func TestStoreKillSoak(t *testing.T) {
+	skipShort(t)
 	t.Parallel()
 	cases := []struct {
 		name  string
