@@ -21,12 +21,15 @@ return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])}
 // finishScript replaces the caller's claim with the finished record.
 //
 //	ARGV[1] the claim value, ARGV[2] the record, ARGV[3] the record TTL in ms.
-//	Returns 1 when the record is stored, 0 when the claim is no longer the
-//	caller's. A repeat of a call that already succeeded (a client-side retry)
-//	finds its own record and also returns 1.
+//	Returns 1 when the record is stored, 0 when another value holds the key.
+//	The record is also written when the key holds nothing: the caller's claim
+//	expired (Redis was unreachable while the handler ran, or failed over) and
+//	nobody took the key since, so the caller's run is the only one. A repeat
+//	of a call that already succeeded (a client-side retry, or the background
+//	retry after a failure) finds its own record and also returns 1.
 var finishScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
-if v == ARGV[1] then
+if v == ARGV[1] or not v then
   redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
   return 1
 end
