@@ -78,6 +78,7 @@ func TestContractCluster(t *testing.T) {
 func TestContractSentinel(t *testing.T) {
 	t.Parallel()
 	c := sentinelClient(t)
+	waitFailoverReady(t, sentinelOptions(t)) // TestSentinelFailover may have just moved the master
 	t.Run("async", func(t *testing.T) { t.Parallel(); runContract(t, c) })
 	t.Run("min replicas 1", func(t *testing.T) { t.Parallel(); runContract(t, c, WithMinReplicas(1, 2*time.Second)) })
 }
