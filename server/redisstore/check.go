@@ -21,6 +21,14 @@ import (
 // job. Do calls Check on its first use, and again until one succeeds; servers
 // should call it at start to refuse to start on an unsafe Redis.
 func (s *Store) Check(ctx context.Context) error {
+	err := s.check(ctx)
+	if err == nil {
+		s.checked.Store(true) // Do need not ask again
+	}
+	return err
+}
+
+func (s *Store) check(ctx context.Context) error {
 	if s.cfg.evictionAllowed {
 		return nil
 	}
@@ -63,9 +71,5 @@ func (s *Store) checkOnce(ctx context.Context) error {
 	if s.checked.Load() {
 		return nil
 	}
-	if err := s.Check(ctx); err != nil {
-		return err
-	}
-	s.checked.Store(true)
-	return nil
+	return s.Check(ctx)
 }

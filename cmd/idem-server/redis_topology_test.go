@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemkit/idem/internal/servicetest"
+	"github.com/idemkit/idem/server"
+)
+
+const topologyHowTo = "run .ci/redis-topologies.sh start and export what .ci/redis-topologies.sh print-env prints"
+
+// TestRedisTopologies (issue 10): idem-server on a Redis Cluster (a comma list,
+// or one seed with -redis-cluster) and through Sentinel (with and without
+// -redis-min-replicas) serves the contract end to end: execute, replay byte
+// for byte, one payment. Before, a list failed with "too many colons" and one
+// Cluster node answered a third of the requests with 503 (MOVED).
+func TestRedisTopologies(t *testing.T) {
+	t.Parallel()
+	cluster := func(t *testing.T) []string {
+		addrs := servicetest.Optional(t, servicetest.EnvRedisClusterAddrs, topologyHowTo)
+		reachable(t, "Redis Cluster", addrs[0], servicetest.EnvRedisClusterAddrs)
+		return addrs
+	}
+	sentinel := func(t *testing.T) ([]string, string) {
+		addrs := servicetest.Optional(t, servicetest.EnvRedisSentinelAddrs, topologyHowTo)
+		name := servicetest.Optional(t, servicetest.EnvRedisMasterName, topologyHowTo)
+		reachable(t, "Redis Sentinel", addrs[0], servicetest.EnvRedisSentinelAddrs)
+		return addrs, name[0]
+	}
+	for _, tc := range []struct {
+		name string
+		args func(t *testing.T) []string
+	}{
+		{"cluster list", func(t *testing.T) []string {
+			return []string{"-redis-addr", strings.Join(cluster(t), ",")}
+		}},
+		{"cluster one seed", func(t *testing.T) []string {
+			return []string{"-redis-addr", cluster(t)[1], "-redis-cluster"}
+		}},
+		{"sentinel", func(t *testing.T) []string {
+			addrs, name := sentinel(t)
+			return []string{"-redis-addr", strings.Join(addrs, ","), "-redis-master-name", name}
+		}},
+		{"sentinel min replicas", func(t *testing.T) []string {
+			addrs, name := sentinel(t)
+			return []string{"-redis-addr", strings.Join(addrs, ","), "-redis-master-name", name,
+				"-redis-min-replicas", "1", "-redis-replica-timeout", "2s"}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			url, stop, logs := startRun(t, append([]string{"-store", "redis"}, tc.args(t)...)...)
+			// Many keys, so that every Cluster slot range is hit.
+			for i := range 12 {
+				customer, key := unique("cus"), unique("key")
+				body := `{"customer":"` + customer + `","amount":` + strconv.Itoa(100+i) + `,"currency":"EUR"}`
+				first, fb := doRequest(t, http.MethodPost, url+"/payments", key, body, nil)
+				replay, rb := doRequest(t, http.MethodPost, url+"/payments", key, body, nil)
+				if first.StatusCode != http.StatusCreated || replay.StatusCode != http.StatusCreated ||
+					replay.Header.Get(server.HeaderReplayed) != "true" || string(fb) != string(rb) {
+					t.Fatalf("first %d %s; replay %d %s; log:\n%s", first.StatusCode, fb, replay.StatusCode, rb, logs)
+				}
+				if n := paymentsCount(t, url, customer); n != "1" {
+					t.Fatalf("payments = %s, want 1", n)
+				}
+			}
+			if err := stop(); err != nil {
+				t.Errorf("stop: %v", err)
+			}
+		})
+	}
+}
+
+func reachable(t *testing.T, what, addr, env string) {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 3*time.Second)
+	if err != nil {
+		unavailable(t, what, addr, env, err)
+	}
+	_ = conn.Close()
+}
+
+// Private redis-servers of these tests listen on 127.0.0.1:7140-7149 only.
+var (
+	portMu   sync.Mutex
+	nextPort = 7140
+)
+
+// startPrivateRedis starts a redis-server of the test's own with args, stopped
+// at cleanup, and returns its address and a function that kills it.
+func startPrivateRedis(t *testing.T, args ...string) (string, func()) {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		servicetest.Unreachable(t, "redis-server not in PATH (%v): install it (apt-get install redis-server)", err)
+	}
+	addr := ""
+	portMu.Lock()
+	for range 10 {
+		port := nextPort
+		nextPort = 7140 + (nextPort-7140+1)%10
+		if l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port)); err == nil {
+			_ = l.Close()
+			addr = l.Addr().String()
+			break
+		}
+	}
+	portMu.Unlock()
+	if addr == "" {
+		t.Fatal("no free port in 127.0.0.1:7140-7149")
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	cmd := exec.Command("redis-server", append([]string{"--port", port, "--bind", "127.0.0.1", "--dir", t.TempDir(),
+		"--save", "", "--appendonly", "no"}, args...)...)
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting redis-server: %v", err)
+	}
+	kill := sync.OnceFunc(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	t.Cleanup(kill)
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer func() { _ = c.Close() }()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Ping(context.Background()).Err() != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("private redis-server on %s did not come up", addr)
+		}
+		time.Sleep(5 * time.Millisecond) // polling for the server to accept connections
+	}
+	return addr, kill
+}
