@@ -88,7 +88,9 @@ start_sentinel() {
 		if up "$port"; then continue; fi
 		mkdir -p "$DIR/$port"
 		# A sentinel rewrites its config file: give each its own. The current
-		# master is asked, so a restart after a failover follows it.
+		# master is asked, so a restart after a failover follows it. The tests
+		# fail over on purpose (SENTINEL FAILOVER); a majority quorum and a long
+		# down-after keep a loaded machine from failing over on its own.
 		local master_port=$MASTER_PORT
 		if redis-cli -h 127.0.0.1 -p "$REPLICA_PORT" role 2>/dev/null | head -n1 | grep -q master; then
 			master_port=$REPLICA_PORT
@@ -100,8 +102,8 @@ dir $DIR/$port
 pidfile $DIR/$port/redis.pid
 logfile $DIR/$port/redis.log
 daemonize yes
-sentinel monitor $MASTER_NAME 127.0.0.1 $master_port 1
-sentinel down-after-milliseconds $MASTER_NAME 2000
+sentinel monitor $MASTER_NAME 127.0.0.1 $master_port $((SENTINELS / 2 + 1))
+sentinel down-after-milliseconds $MASTER_NAME 10000
 sentinel failover-timeout $MASTER_NAME 5000
 sentinel parallel-syncs $MASTER_NAME 1
 EOF

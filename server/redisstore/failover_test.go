@@ -72,12 +72,13 @@ func failoverRun(t *testing.T, o *redis.FailoverOptions, opts []Option) (dups, l
 		}
 	}
 	// send sends one operation until it has an answer (executed or
-	// replayed), retrying store errors and in-progress answers like a client.
+	// replayed), retrying store errors and in-progress answers like a client,
+	// for up to 30 s (a failover takes a few seconds to reach every client).
 	send := func(key string) (server.Outcome, error) {
 		r := req(key, "fp")
 		r.Wait = 2 * time.Second
 		var err error
-		for range 200 {
+		for giveUp := time.Now().Add(30 * time.Second); time.Now().Before(giveUp); {
 			var res server.Result
 			res, err = s.Do(context.Background(), r, run(key))
 			if err == nil && (res.Outcome == server.OutcomeExecuted || res.Outcome == server.OutcomeReplayed) {
@@ -85,7 +86,7 @@ func failoverRun(t *testing.T, o *redis.FailoverOptions, opts []Option) (dups, l
 			}
 			time.Sleep(10 * time.Millisecond) // the client's backoff
 		}
-		return 0, fmt.Errorf("%s: no answer after 200 attempts (last error %v)", key, err)
+		return 0, fmt.Errorf("%s: no answer in 30 s (last error %v)", key, err)
 	}
 
 	var wg sync.WaitGroup
