@@ -45,8 +45,10 @@ func TestStoreErrorIsLogged(t *testing.T) {
 			line = l
 		}
 	}
+	// The cause is "connection refused", or a time-out when the dials take
+	// longer than the store's per-call bound on a loaded machine.
 	if !strings.Contains(line, `"level":"WARN"`) || !strings.Contains(line, `"store_error":"redisstore: claim:`) ||
-		!strings.Contains(line, "connection refused") {
+		!strings.Contains(line, "connection refused") && !strings.Contains(line, "deadline exceeded") {
 		t.Fatalf("the 503's log line %q does not carry the store's error", line)
 	}
 }

@@ -35,6 +35,7 @@ func TestRedisTopologies(t *testing.T) {
 		addrs := servicetest.Optional(t, servicetest.EnvRedisSentinelAddrs, topologyHowTo)
 		name := servicetest.Optional(t, servicetest.EnvRedisMasterName, topologyHowTo)
 		reachable(t, "Redis Sentinel", addrs[0], servicetest.EnvRedisSentinelAddrs)
+		waitSyncedReplica(t, addrs[0], name[0])
 		return addrs, name[0]
 	}
 	for _, tc := range []struct {
@@ -78,6 +79,28 @@ func TestRedisTopologies(t *testing.T) {
 				t.Errorf("stop: %v", err)
 			}
 		})
+	}
+}
+
+// waitSyncedReplica waits until the sentinel at addr sees a replica of master
+// that is in sync (a failover test of redisstore may have just moved the
+// master): -redis-min-replicas 1 needs one to acknowledge.
+func waitSyncedReplica(t *testing.T, addr, master string) {
+	t.Helper()
+	sc := redis.NewSentinelClient(&redis.Options{Addr: addr})
+	defer func() { _ = sc.Close() }()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		replicas, err := sc.Replicas(context.Background(), master).Result()
+		for _, r := range replicas {
+			if r["flags"] == "slave" && r["master-link-status"] == "ok" {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Sentinel at %s sees no synced replica of %s (%v, %v)", addr, master, replicas, err)
+		}
+		time.Sleep(100 * time.Millisecond) // polling Sentinel's view
 	}
 }
 
