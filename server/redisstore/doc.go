@@ -17,36 +17,63 @@
 // Each (scope, key) is one Redis key, prefix + hex(SHA-256(scope)) + ":" + key,
 // so no scope can name another scope's records, and every script touches a
 // single key (one Cluster slot; no cross-slot scripts). The value is either a
-// claim (in progress: a random 16-byte owner token and the request's
-// fingerprint) or a finished record (fingerprint, status, headers with repeated
-// values, body). Both are binary, length-prefixed and start with a version
-// byte; a value that does not decode is a store error (ErrCorruptRecord,
-// ErrUnknownVersion), never a replay.
+// claim (in progress: a random 16-byte owner token, the lease's deadline, a
+// "suspect" time, and the request's fingerprint) or a finished record
+// (fingerprint, status, headers with repeated values, body). Both are binary
+// and start with a version byte; a value that does not decode is a store error
+// (ErrCorruptRecord, ErrUnknownVersion), never a replay.
+//
+// # Claims and leases
+//
+// A claim's lease is inside its value: a deadline in Redis's own clock (TIME),
+// LockTTL after the claim or its last renewal. The key itself lives as long as
+// a record would (the request's TTL, and at least LockTTL plus the grace
+// below), so a Redis outage, however long, cannot make a claim vanish by
+// expiry (Redis expires keys in real time, across restarts too).
+//
+// A claim whose deadline has passed is not free at once. Its owner may be
+// dead, or alive and only cut off from Redis (an outage, a restart, a long
+// pause), about to renew it or to record its response. The first request to
+// find it expired marks it suspect (stamps the time) and gets
+// OutcomeInProgress; the key can be taken only by a request that comes (or,
+// waiting, looks again) after a whole grace period has passed since the mark,
+// with Redis up, without the owner renewing (which clears the mark) or
+// finishing. The grace is a third of LockTTL, at least 1 s: far longer than a
+// live owner needs to get back in once Redis answers. So a crashed owner's key
+// is free again LockTTL plus the grace after its last renewal (40 s with the
+// default 30 s LockTTL), once someone asks; a live owner never loses its key to
+// an outage of Redis.
+//
+// Claims written by earlier releases of this package (kind 'c', whose lease is
+// the key's PTTL) are still read as in-progress claims and expire as before.
 //
 // # Scripts
 //
-// Four Lua scripts, each a compare-and-set on the whole stored value (the claim
-// holds the owner's token, so equal value means same owner):
+// Four Lua scripts. The owner's three are compare-and-sets on the claim's
+// first 18 bytes (version, kind, the owner's random token):
 //
-//   - claim: SET key claim NX PX LockTTL; if the key exists, return its value and
-//     PTTL in the same round trip. A finished record with the same fingerprint is
-//     replayed, one with another fingerprint is a mismatch; another owner's claim
-//     is OutcomeInProgress with RetryAfter = its PTTL (or a mismatch if its
-//     fingerprint differs).
-//   - finish: if GET key is my claim, or nothing, SET key record PX TTL. "Nothing"
-//     means my claim vanished (it expired while Redis was unreachable, or a
-//     restart or failover lost it) and nobody claimed the key since: my run is
-//     the only one, and recording it is what a retry needs.
-//   - renew: if GET key == my claim, PEXPIRE key LockTTL.
-//   - release: if GET key == my claim, DEL key (a key already gone counts as
+//   - claim: if the key is free, SET it to a new claim (deadline now+LockTTL)
+//     PX the key's TTL; if it holds a claim past its deadline, mark it suspect
+//     or, after the grace, take it over (as above); otherwise return what holds
+//     it: a finished record with the same fingerprint is replayed, one with
+//     another fingerprint is a mismatch; another owner's claim is
+//     OutcomeInProgress with RetryAfter = the rest of its lease (or of its
+//     grace), or a mismatch if its fingerprint differs.
+//   - finish: if the key holds my claim, or nothing, SET key record PX TTL.
+//     "Nothing" means my claim was lost (a Redis restart without persistence,
+//     a failover) and nobody claimed the key since: my run is the only one,
+//     and recording it is what a retry needs.
+//   - renew: if the key holds my claim, move its deadline to now+LockTTL, clear
+//     the suspect mark and set the key's TTL again.
+//   - release: if the key holds my claim, DEL it (a key already gone counts as
 //     released).
 //
 // A holder that lost its claim to another owner therefore can neither
 // overwrite nor delete that owner's claim or record: its finish or release
 // finds another value, and Do returns an error wrapping server.ErrNotRecorded
 // and ErrLeaseLost. A release that fails because Redis is unreachable is not
-// reported: the claim then expires by itself within LockTTL, and a retry runs
-// again, which is what release asks for.
+// reported: the claim's lease then ends by itself, and after the grace a retry
+// runs again, which is what release asks for.
 //
 // # Round trips
 //
@@ -75,16 +102,18 @@
 // (notify-keyspace-events) on managed Redis; duplicates that wait are rare, so
 // the poll's cost is small and it works on every topology unchanged.
 //
-// # Leases
+// # Renewals
 //
 // While the handler runs, a goroutine renews the claim every renew interval (a
 // third of the request's LockTTL by default, see WithRenewInterval), so a slow
 // handler keeps its claim and duplicates get OutcomeInProgress. If a renewal
-// finds the claim gone or taken, or Redis fails until the lease would have
-// expired, the handler's context is cancelled with a cause wrapping
-// ErrLeaseLost. Finish and release use a context detached from the request,
-// bounded by WithOpTimeout, so a client that disconnects still finishes or
-// releases. A handler that panics has its claim released and the panic goes on.
+// finds the claim taken by another owner, or Redis fails until the lease would
+// have ended, the handler's context is cancelled with a cause wrapping
+// ErrLeaseLost (the handler is no longer sure to be alone; one that stops
+// before its business write leaves nothing at stake). Finish and release use a
+// context detached from the request, bounded by WithOpTimeout, so a client
+// that disconnects still finishes or releases. A handler that panics has its
+// claim released and the panic goes on.
 //
 // # Redis fails after the handler's effect
 //
@@ -96,25 +125,21 @@
 // retrying the finish in the background, with backoff from 20 ms capped at
 // 250 ms, until it succeeds, finds another owner's value (it gives up: that
 // owner's record counts), or the record's TTL has passed. Meanwhile a retry of
-// the key finds the claim and waits (or gets OutcomeInProgress); as soon as
-// Redis is back, the background finish writes the handler's real response and
-// the retry replays it. The handler is not run again.
+// the key finds the claim and waits (or gets OutcomeInProgress): the claim
+// outlives the outage (its key lives for the TTL), and even once its lease has
+// ended the retry cannot take it before a grace period with Redis up, which
+// the owner's background finish, retrying every 250 ms at most, does not let
+// pass. The finish writes the handler's real response and the retry replays
+// it; the handler is not run again. The store logs (WithLogger) when a
+// response is recorded late and when it gives up.
 //
-// The claim in Redis still has its lease (PX), and Redis expires it in real
-// time (across a restart too: the AOF stores absolute expiry times). So this
-// holds for outages shorter than what is left of the lease when Redis went
-// away: at least two thirds of LockTTL with the default renew interval (20 s of
-// the default 30 s). After a longer outage the claim is gone when Redis comes
-// back, and the first to reach it wins: the owner's background finish (every
-// 250 ms at most) records the response, or a retry that gets in before it
-// claims the key and runs the handler again. Raise LockTTL if your Redis
-// outages can last longer (a crashed owner's claim then blocks its key longer),
-// and restart Redis with its data (appendonly yes): a Redis that restarts empty
-// has lost its records anyway. The store logs (WithLogger) when a response is
-// recorded late and when it gives up. It never writes an "outcome unknown"
-// marker, and Do never returns server.OutcomeUnknown: since this store still
-// holds the response it could not record, it records the response itself,
-// which tells a retry more than a marker would.
+// What this needs: Redis must come back with its data (appendonly yes; with
+// appendfsync always no acknowledged write is lost), since a Redis that
+// restarts empty has lost the claim and every record; and the owning process
+// must live until Redis is back (if it dies too, that is the crash window
+// below). The store never writes an "outcome unknown" marker and Do never
+// returns server.OutcomeUnknown: it still holds the response it could not
+// record, and records it, which tells a retry more than a marker would.
 //
 // # Eviction
 //
@@ -167,8 +192,8 @@
 // Redis cannot share the business write's transaction. If the process dies
 // after the handler's business write (to a database elsewhere) and before
 // finish, the work is done but nothing is recorded and no background finish is
-// left to record it: the claim expires after LockTTL and a retry of the same
-// key runs the handler again. This is the one exception to "at most once" that
+// left to record it: the claim's lease ends, and after the grace a retry of the
+// same key runs the handler again. This is the one exception to "at most once" that
 // the contract (CONTRACT.md §4) allows for stores that cannot share the
 // business transaction. Keep the business write idempotent on its own (a
 // unique constraint on the idempotency key) or use the PostgreSQL store when

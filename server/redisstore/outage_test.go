@@ -15,17 +15,19 @@ import (
 )
 
 // Regression (issue 12.1): Redis is killed (appendfsync always) while the
-// handler is past its business write, so the response cannot be recorded, then
-// restarted. Do reports ErrNotRecorded; the claim is neither released nor left
-// to expire into a second run: the store records the response in the
-// background once Redis is back, and the retry replays it. Before, the claim
-// expired after LockTTL and the retry charged again.
+// handler is past its business write, so the response cannot be recorded, and
+// restarted after the claim's lease has ended. Do reports ErrNotRecorded; the
+// claim is neither released nor left to expire into a second run: the retry
+// finds it, and may not take it before the grace has passed with Redis up,
+// while the store records the response in the background as soon as Redis is
+// back; the retry replays it. Before, the claim expired after LockTTL and the
+// retry charged again.
 func TestRedisKilledAfterTheWriteDoesNotRunTwice(t *testing.T) {
 	t.Parallel()
 	srv := startPrivateRedis(t, "--appendonly", "yes", "--appendfsync", "always")
 	s := New(srv.client(t), WithOpTimeout(500*time.Millisecond))
 	r := req("k", "fp")
-	r.LockTTL = 3 * time.Second // the outage below is far shorter than the lease
+	r.LockTTL = 600 * time.Millisecond
 
 	var effects atomic.Int32
 	wrote, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
@@ -44,13 +46,14 @@ func TestRedisKilledAfterTheWriteDoesNotRunTwice(t *testing.T) {
 	if err := <-done; !isNotRecorded(err) {
 		t.Fatalf("Do with Redis down after the write: %v, want an error wrapping ErrNotRecorded", err)
 	}
+	time.Sleep(r.LockTTL) // the outage outlasts the lease: the passing of time is what is tested
 	srv.start()
 
 	// The client retries, as it would after the outcome-unknown answer, for
 	// longer than the lease: every answer must be the first run's.
 	retry := r
 	retry.Wait = time.Second
-	deadline := time.Now().Add(3 * r.LockTTL)
+	deadline := time.Now().Add(10 * grace(r.LockTTL))
 	for {
 		got, err := s.Do(context.Background(), retry, func(context.Context) (*server.Response, bool) {
 			effects.Add(1)
@@ -66,7 +69,7 @@ func TestRedisKilledAfterTheWriteDoesNotRunTwice(t *testing.T) {
 			t.Fatalf("retry: %v, want the first run's response replayed (the handler ran again)", got.Outcome)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no replay within %v (last %v, %v)", 3*r.LockTTL, got.Outcome, err)
+			t.Fatalf("no replay within %v (last %v, %v)", 10*grace(r.LockTTL), got.Outcome, err)
 		}
 	}
 	if n := effects.Load(); n != 1 {
@@ -181,5 +184,63 @@ func TestEvictionPolicyUncheckableWarns(t *testing.T) {
 	calls := 0
 	if got := mustDo(t, s, req("k", "fp"), respond(&calls, response(201, "ok"))); got.Outcome != server.OutcomeExecuted {
 		t.Fatalf("Do: %v", got.Outcome)
+	}
+}
+
+// A claim whose lease ended is not taken at once (its owner may only have been
+// cut off from Redis): the first claimant marks it suspect, the owner can
+// still renew or record it, and only after a whole grace with no word from the
+// owner does a claimant take the key and run.
+func TestExpiredClaimTakeoverNeedsProof(t *testing.T) {
+	t.Parallel()
+	owner := encodeClaim([tokenLen]byte{42}, "fp")
+	expired := encodeLeasedClaim([tokenLen]byte{42}, "0000000000001", "0000000000000", "fp") // deadline long past
+	for _, tc := range []struct {
+		name  string
+		owner func(t *testing.T, s *Store, key string) // what the owner does after the mark
+		want  server.Outcome
+	}{
+		{"owner gone", func(*testing.T, *Store, string) {}, server.OutcomeExecuted},
+		{"owner records", func(t *testing.T, s *Store, key string) {
+			if err := s.record(context.Background(), key, owner, encodeRecord("fp", response(201, "owner's")), time.Hour); err != nil {
+				t.Fatalf("the owner's finish after the mark: %v", err)
+			}
+		}, server.OutcomeReplayed},
+		{"owner renews", func(t *testing.T, s *Store, key string) {
+			n, err := renewScript.Run(context.Background(), s.client, []string{key}, owner, 10_000, 3_600_000).Int64()
+			if err != nil || n != 1 {
+				t.Fatalf("the owner's renewal after the mark: %d, %v", n, err)
+			}
+		}, server.OutcomeInProgress},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, c := newTestStore(t)
+			key := s.key("tenant-a", "k")
+			if err := c.Set(context.Background(), key, expired, time.Hour).Err(); err != nil {
+				t.Fatal(err)
+			}
+			r := req("k", "fp")
+			r.LockTTL = time.Second
+			first, err := s.Do(context.Background(), r, neverRun(t))
+			if err != nil || first.Outcome != server.OutcomeInProgress || first.RetryAfter <= 0 || first.RetryAfter > grace(r.LockTTL) {
+				t.Fatalf("first look at the expired claim: %+v, %v; want in-progress for the grace", first, err)
+			}
+			e, err := decodeEntry([]byte(c.Get(context.Background(), key).Val()))
+			if err != nil || e.token != [tokenLen]byte{42} || e.suspect == "0000000000000" {
+				t.Fatalf("after the first look: %+v, %v; want the owner's claim marked suspect", e, err)
+			}
+			tc.owner(t, s, key)
+
+			r.Wait = 3 * grace(r.LockTTL)
+			calls := 0
+			got := mustDo(t, s, r, respond(&calls, response(201, "taken over")))
+			if got.Outcome != tc.want {
+				t.Fatalf("after the grace: %v, want %v", got.Outcome, tc.want)
+			}
+			if tc.want != server.OutcomeExecuted && calls != 0 {
+				t.Fatalf("the handler ran %d times although the owner spoke up", calls)
+			}
+		})
 	}
 }

@@ -89,7 +89,7 @@ func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) 
 	poll := pollFirst
 	for {
 		granted := time.Now() // the lease runs from no later than this
-		held, pttl, err := s.acquire(ctx, key, claim, req.LockTTL)
+		held, pttl, err := s.acquire(ctx, key, claim, req)
 		if err != nil {
 			return server.Result{}, err
 		}
@@ -149,10 +149,12 @@ func (s *Store) key(scope, key string) string {
 }
 
 // claim runs claimScript. It returns held == nil when the claim is now the
-// caller's, else the value that holds the key and its remaining time to live.
-func (s *Store) claim(ctx context.Context, c redis.Scripter, key string, claim []byte, lockTTL time.Duration) (held []byte, pttl time.Duration, err error) {
+// caller's, else the value that holds the key and, for a claim, the rest of
+// its lease (or of its grace, once the lease ended), for a record its TTL.
+func (s *Store) claim(ctx context.Context, c redis.Scripter, key string, claim []byte, req server.Request) (held []byte, left time.Duration, err error) {
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.opTimeout)
-	res, err := claimScript.Run(cctx, c, []string{key}, claim, millis(lockTTL)).Result()
+	res, err := claimScript.Run(cctx, c, []string{key}, claim, millis(req.LockTTL),
+		millis(claimKeyTTL(req)), millis(grace(req.LockTTL))).Result()
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -172,11 +174,6 @@ func (s *Store) claim(ctx context.Context, c redis.Scripter, key string, claim [
 			v, okV := r[0].(string)
 			ms, okT := r[1].(int64)
 			if okV && okT {
-				if v == string(claim) {
-					// A client-side retry of a claim whose first attempt
-					// succeeded: the claim is ours.
-					return nil, 0, nil
-				}
 				return []byte(v), time.Duration(max(ms, 0)) * time.Millisecond, nil
 			}
 		}
@@ -204,7 +201,7 @@ func answerExisting(held []byte, pttl time.Duration, fingerprint string) (server
 func (s *Store) execute(ctx context.Context, key string, claim []byte, req server.Request, granted time.Time, run server.RunFunc) (server.Result, error) {
 	hctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	l := s.startLease(key, claim, req.LockTTL, granted, cancel)
+	l := s.startLease(key, claim, req, granted, cancel)
 
 	returned := false
 	defer func() {
@@ -316,16 +313,16 @@ const settleCap = 250 * time.Millisecond
 // acquire claims key (claimScript) and, with WithMinReplicas, WAITs for the
 // replicas to acknowledge the claim, releasing it and failing with
 // ErrNotReplicated if they do not in time. held and pttl are as for claim.
-func (s *Store) acquire(ctx context.Context, key string, claim []byte, lockTTL time.Duration) (held []byte, pttl time.Duration, err error) {
+func (s *Store) acquire(ctx context.Context, key string, claim []byte, req server.Request) (held []byte, pttl time.Duration, err error) {
 	if s.cfg.minReplicas == 0 {
-		return s.claim(ctx, s.client, key, claim, lockTTL)
+		return s.claim(ctx, s.client, key, claim, req)
 	}
 	conn, err := s.conn(ctx, key)
 	if err != nil {
 		return nil, 0, fmt.Errorf("redisstore: claim: %w", err)
 	}
 	defer func() { _ = conn.Close() }()
-	held, pttl, err = s.claim(ctx, conn, key, claim, lockTTL)
+	held, pttl, err = s.claim(ctx, conn, key, claim, req)
 	if err != nil || held != nil {
 		return held, pttl, err
 	}
@@ -403,6 +400,24 @@ func (s *Store) release(ctx context.Context, key string, claim []byte) error {
 		return fmt.Errorf("%w: another owner holds the key", ErrLeaseLost)
 	}
 	return nil
+}
+
+// minGrace is the shortest grace (see grace).
+const minGrace = time.Second
+
+// grace is how long a claim whose lease ended must stay suspect, with Redis up,
+// before another request may take the key: long enough for a live owner that
+// was only cut off from Redis to get back in (its renewal retries every quarter
+// renew interval, its background finish every settleCap). A third of lockTTL,
+// and at least minGrace.
+func grace(lockTTL time.Duration) time.Duration { return max(lockTTL/3, minGrace) }
+
+// claimKeyTTL is how long the key of a claim lives in Redis: as long as the
+// record would, and at least the lease plus its grace. The lease itself is
+// inside the value, so an outage of Redis, however long, cannot expire a claim
+// whose owner is about to record its response.
+func claimKeyTTL(req server.Request) time.Duration {
+	return max(req.TTL, req.LockTTL+grace(req.LockTTL))
 }
 
 // millis converts d to whole milliseconds for PX and PEXPIRE, rounding up so a
