@@ -35,18 +35,24 @@ func (s *Store) check(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.opTimeout)
 	defer cancel()
 	check := func(ctx context.Context, node *redis.Client) error {
+		name := node.Options().Addr
+		if name == "FailoverClient" { // go-redis's name for a Sentinel client
+			name = "the Sentinel master"
+		}
 		policy, err := node.ConfigGet(ctx, "maxmemory-policy").Result()
 		var rerr redis.Error
 		switch {
 		case errors.As(err, &rerr):
-			s.logWarn("cannot read maxmemory-policy; make sure it is noeviction", node.Options().Addr, err)
+			if s.cfg.logger != nil {
+				s.cfg.logger.Warn("redisstore: cannot read maxmemory-policy; make sure it is noeviction", "node", name, "err", err)
+			}
 			return nil
 		case err != nil:
-			return fmt.Errorf("redisstore: reading maxmemory-policy of %s: %w", node.Options().Addr, err)
+			return fmt.Errorf("redisstore: reading maxmemory-policy of %s: %w", name, err)
 		}
 		if p, ok := policy["maxmemory-policy"]; ok && p != "noeviction" {
 			return fmt.Errorf("%w: %s has maxmemory-policy %s; set it to noeviction, or opt in with WithEvictionAllowed (idem-server: -redis-allow-eviction)",
-				ErrEvictionPolicy, node.Options().Addr, p)
+				ErrEvictionPolicy, name, p)
 		}
 		return nil
 	}
