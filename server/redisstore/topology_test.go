@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -81,4 +82,22 @@ func TestContractSentinel(t *testing.T) {
 	waitFailoverReady(t, sentinelOptions(t)) // TestSentinelFailover may have just moved the master
 	t.Run("async", func(t *testing.T) { t.Parallel(); runContract(t, c) })
 	t.Run("min replicas 1", func(t *testing.T) { t.Parallel(); runContract(t, c, WithMinReplicas(1, 2*time.Second)) })
+}
+
+// On a Cluster, WithMinReplicas WAITs on the master that owns the key; the
+// test Cluster has no replicas, so every claim is refused (and released)
+// before the handler runs.
+func TestClusterMinReplicasWaitsOnTheKeysMaster(t *testing.T) {
+	t.Parallel()
+	c := clusterClient(t)
+	s := New(c, WithPrefix(testPrefix(t, c)), WithMinReplicas(1, 50*time.Millisecond))
+	for _, k := range []string{"a", "b", "c", "d", "e", "f"} { // keys on several masters
+		_, err := s.Do(context.Background(), req(k, "fp"), neverRun(t))
+		if !errors.Is(err, ErrNotReplicated) {
+			t.Fatalf("Do(%q): %v, want ErrNotReplicated", k, err)
+		}
+		if n := c.Exists(context.Background(), s.key("tenant-a", k)).Val(); n != 0 {
+			t.Fatalf("the unacknowledged claim of %q was left in Redis", k)
+		}
+	}
 }
