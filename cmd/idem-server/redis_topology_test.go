@@ -119,44 +119,67 @@ var (
 	nextPort = 7140
 )
 
+// privateRedis is a redis-server of the test's own; its dir is kept across
+// restarts.
+type privateRedis struct {
+	t    *testing.T
+	addr string
+	dir  string
+	args []string
+	cmd  *exec.Cmd
+}
+
 // startPrivateRedis starts a redis-server of the test's own with args, stopped
-// at cleanup, and returns its address and a function that kills it.
-func startPrivateRedis(t *testing.T, args ...string) (string, func()) {
+// at cleanup.
+func startPrivateRedis(t *testing.T, args ...string) *privateRedis {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		servicetest.Unreachable(t, "redis-server not in PATH (%v): install it (apt-get install redis-server)", err)
 	}
-	addr := ""
+	r := &privateRedis{t: t, dir: t.TempDir(), args: args}
 	portMu.Lock()
 	for range 10 {
 		port := nextPort
 		nextPort = 7140 + (nextPort-7140+1)%10
 		if l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port)); err == nil {
 			_ = l.Close()
-			addr = l.Addr().String()
+			r.addr = l.Addr().String()
 			break
 		}
 	}
 	portMu.Unlock()
-	if addr == "" {
+	if r.addr == "" {
 		t.Fatal("no free port in 127.0.0.1:7140-7149")
 	}
-	_, port, _ := net.SplitHostPort(addr)
-	cmd := exec.Command("redis-server", append([]string{"--port", port, "--bind", "127.0.0.1", "--dir", t.TempDir(),
-		"--save", "", "--appendonly", "no"}, args...)...)
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting redis-server: %v", err)
+	r.start()
+	t.Cleanup(r.kill)
+	return r
+}
+
+func (r *privateRedis) start() {
+	r.t.Helper()
+	_, port, _ := net.SplitHostPort(r.addr)
+	r.cmd = exec.Command("redis-server", append([]string{"--port", port, "--bind", "127.0.0.1", "--dir", r.dir,
+		"--save", "", "--appendonly", "no"}, r.args...)...)
+	if err := r.cmd.Start(); err != nil {
+		r.t.Fatalf("starting redis-server: %v", err)
 	}
-	kill := sync.OnceFunc(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	t.Cleanup(kill)
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	c := redis.NewClient(&redis.Options{Addr: r.addr, MaxRetries: -1})
 	defer func() { _ = c.Close() }()
 	deadline := time.Now().Add(10 * time.Second)
 	for c.Ping(context.Background()).Err() != nil {
 		if time.Now().After(deadline) {
-			t.Fatalf("private redis-server on %s did not come up", addr)
+			r.t.Fatalf("private redis-server on %s did not come up", r.addr)
 		}
 		time.Sleep(5 * time.Millisecond) // polling for the server to accept connections
 	}
-	return addr, kill
+}
+
+func (r *privateRedis) kill() {
+	if r.cmd == nil {
+		return
+	}
+	_ = r.cmd.Process.Kill()
+	_ = r.cmd.Wait()
+	r.cmd = nil
 }
