@@ -10,7 +10,8 @@
 //	mux.Handle("POST /payments", server.Middleware(store)(http.HandlerFunc(api.Create)))
 //
 // Options follow one rule: New checks them and panics naming the option when a
-// value is impossible; nothing is checked per request.
+// value is impossible; nothing is checked per request. The store needs Redis
+// 6.0 or later (its scripts use SET KEEPTTL and TIME); it is tested with 7.0.
 //
 // # Keys and values
 //
