@@ -8,6 +8,7 @@ package servicetest
 import (
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -19,6 +20,13 @@ const (
 	EnvPgBouncerURL    = "IDEM_PGBOUNCER_URL"
 	DefaultPostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 	DefaultRedisAddr   = "127.0.0.1:6379"
+
+	// The optional Redis topologies (.ci/redis-topologies.sh starts them): the
+	// tests that need one skip while its variable is unset, whatever
+	// IDEM_REQUIRE_SERVICES says, and follow the rule above once it is set.
+	EnvRedisClusterAddrs  = "IDEM_REDIS_CLUSTER_ADDRS"  // comma list of Cluster seeds
+	EnvRedisSentinelAddrs = "IDEM_REDIS_SENTINEL_ADDRS" // comma list of sentinels
+	EnvRedisMasterName    = "IDEM_REDIS_MASTER_NAME"    // the Sentinel master's name
 )
 
 // Required reports whether an unreachable server must fail the test.
@@ -47,6 +55,19 @@ func Unreachable(tb testing.TB, format string, args ...any) {
 		return
 	}
 	tb.Skip(msg + "; set " + EnvRequire + "=1 to fail instead of skipping")
+}
+
+// Optional returns the comma-separated list in the environment variable env,
+// or skips tb, saying how to set it, when env is unset: an optional topology
+// is tested only where it has been set up. howto says how to get one.
+func Optional(tb testing.TB, env, howto string) []string {
+	tb.Helper()
+	v := os.Getenv(env)
+	if v == "" {
+		tb.Skip(env + " is not set: " + howto)
+		return nil
+	}
+	return strings.Split(v, ",")
 }
 
 func getenv(name, def string) string {
