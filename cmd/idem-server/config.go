@@ -66,7 +66,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.redisAllowEviction, "redis-allow-eviction", false,
 		"start even when Redis's maxmemory-policy can evict records (an evicted record lets a retry run again)")
 	fs.DurationVar(&c.ttl, "ttl", server.DefaultTTL, "how long a recorded response is replayed")
-	fs.DurationVar(&c.lockTTL, "lock-ttl", server.DefaultLockTTL, "how long a claim lives without renewal (Retry-After of a 409)")
+	fs.DurationVar(&c.lockTTL, "lock-ttl", server.DefaultLockTTL, "how long a claim lives without renewal (bounds a 409's Retry-After)")
 	fs.IntVar(&c.maxEntries, "max-entries", memstore.DefaultMaxEntries, "memory store capacity; when full, new keys get 503")
 	fs.BoolVar(&c.chaos, "chaos", false, "honour the Chaos-* request headers")
 	fs.Float64Var(&c.chaosFailRate, "chaos-fail-rate", 0, "fraction of POSTs answered 503 at random, from 0 to 1")

@@ -10,10 +10,11 @@
 // Routes (the same as server/idemtest):
 //
 //	POST /payments              {"customer","amount","currency"}, needs an Idempotency-Key;
-//	                            records are scoped by the bearer token
-//	GET  /payments?customer=C   {"count":N,"payments":[...]}
+//	                            records are scoped by the bearer token (none: 401)
+//	GET  /payments?customer=C   {"count":N,"payments":[...]}, the caller's scope only
 //	POST /payments/unprotected  the same handler with no idempotency
-//	GET  /healthz               200 ok
+//	GET  /livez, /healthz       200 while the process serves (liveness)
+//	GET  /readyz                200 when the store answers, 503 otherwise (readiness)
 //
 // With -chaos, requests may carry Chaos-Delay, Chaos-Delay-After-Write (the
 // payment is made, then the answer is late, whether or not the client waits),
@@ -25,11 +26,22 @@
 //
 // It prints "idem-server listening on http://ADDR" on standard output once it
 // accepts connections, logs one JSON line per request on standard error
-// (method, path, status, key, replayed, duration_ms), and shuts down gracefully
+// (method, path, status, key cut to 64 bytes, replayed, duration_ms, and
+// store_error at level WARN whenever the store failed), and shuts down gracefully
 // on SIGINT or SIGTERM: it stops accepting, lets requests finish for
 // -shutdown-timeout (at most -lock-ttl), then cancels those still running so
 // their stores roll back or release their claims (a retry after a restart runs
 // once, no 409), and closes the stores within 5s; a second signal exits at once.
-// -postgres-url may point at PgBouncer in transaction pooling mode. Exit status: 0 after a clean shutdown, 2 for bad flags,
+// -postgres-url may point at PgBouncer in transaction pooling mode.
+//
+// Redis topologies: -redis-addr takes a comma list (more than one address is a
+// Redis Cluster; -redis-cluster forces Cluster with a single seed);
+// -redis-master-name NAME selects Sentinel, -redis-addr then listing the
+// sentinels; -redis-min-replicas N (with -redis-replica-timeout) makes every
+// claim and record wait for N replicas (WAIT), which a Sentinel failover needs
+// to lose nothing. The server refuses to start on a Redis whose
+// maxmemory-policy can evict records, unless -redis-allow-eviction.
+//
+// Exit status: 0 after a clean shutdown, 2 for bad flags,
 // 1 for any other error, 3 for a chaos crash.
 package main
