@@ -52,6 +52,3 @@ func parseKey(value string, max int) (string, error) {
 	}
 	return "", fmt.Errorf("%w: %v", ErrInvalidKey, err)
 }
-
-// trimOWS removes leading and trailing spaces and horizontal tabs.
-func trimOWS(s string) string { return keyformat.TrimOWS(s) }

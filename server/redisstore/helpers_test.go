@@ -22,8 +22,6 @@ import (
 
 func redisAddr() string { return servicetest.RedisAddr() }
 
-func servicesRequired() bool { return servicetest.Required() }
-
 // skipOrFail skips the test (or fails it when services are required).
 func skipOrFail(t testing.TB, format string, args ...any) {
 	t.Helper()
