@@ -40,12 +40,15 @@ fmt-check:
 
 # go mod tidy -diff in every module on its own (GOWORK=off), the way it is released:
 # our modules come from a proxy built from the working tree (.ci/release-check), as
-# v0.1.0 is not published yet. `make tidy` makes them tidy.
+# v0.1.0 is not published yet; and go.work.sum holds what the workspace needs, no
+# more (.ci/worksum). `make tidy` makes them so.
 tidy-check:
 	.ci/release-check tidy
+	.ci/worksum check
 
 tidy:
 	.ci/release-check tidy -w
+	.ci/worksum write
 
 # Installs staticcheck $(STATICCHECK_VERSION) when it is missing or another version.
 staticcheck:
