@@ -29,9 +29,9 @@ func (o *operation) attempt(nextBody io.ReadCloser) attemptResult {
 	o.attempts++
 	now := time.Now()
 	bound, capped := o.attemptBound(now)
-	limit := bound // how long the attempt may wait for its answer
-	if limit <= 0 {
-		limit = o.deadline.Sub(now)
+	limit := o.deadline.Sub(now) // how long the attempt may wait for its answer
+	if bound > 0 {
+		limit = min(limit, bound)
 	}
 	if bound <= 0 {
 		resp, err := o.t.transport().RoundTrip(o.attemptRequest(o.ctx, nextBody, limit))
@@ -40,7 +40,8 @@ func (o *operation) attempt(nextBody io.ReadCloser) attemptResult {
 	// The bound is for the response headers only: a timer cancels the
 	// attempt's context if they are late, and is stopped when they come.
 	ctx, cancel := context.WithCancelCause(o.ctx)
-	timer := time.AfterFunc(bound, func() { cancel(&attemptTimeoutError{after: bound, capped: capped}) })
+	b := &boundedAttempt{cancel: cancel, after: bound, capped: capped}
+	timer := time.AfterFunc(bound, b.expire)
 	resp, err := o.t.transport().RoundTrip(o.attemptRequest(ctx, nextBody, limit))
 	if !timer.Stop() {
 		// The bound fired: whatever came back may be cut.
@@ -53,7 +54,8 @@ func (o *operation) attempt(nextBody io.ReadCloser) attemptResult {
 		cancel(nil)
 	} else {
 		// The body lives until it is closed.
-		resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
+		b.ReadCloser = resp.Body
+		resp.Body = b
 	}
 	return o.result(now, resp, err)
 }
@@ -130,11 +132,18 @@ func (o *operation) keyedHeader(limit time.Duration) http.Header {
 	for k, vs := range src {
 		h[k] = vs[:len(vs):len(vs)]
 	}
+	vals := make([]string, 0, 2) // backs the key's and Prefer's new values
 	if o.header != "" {
-		h[HeaderIdempotencyKey] = []string{o.header}
+		vals = append(vals, o.header)
+		h[HeaderIdempotencyKey] = vals[0:1:1]
 	}
 	if !prefersWait(src) {
-		h["Prefer"] = append(h["Prefer"], "wait="+strconv.FormatInt(int64(preferWait(limit)/time.Second), 10))
+		vals = append(vals, "wait="+strconv.FormatInt(int64(preferWait(limit)/time.Second), 10))
+		if p := h["Prefer"]; len(p) > 0 {
+			h["Prefer"] = append(p, vals[len(vals)-1])
+		} else {
+			h["Prefer"] = vals[len(vals)-1 : len(vals) : len(vals)]
+		}
 	}
 	return h
 }
@@ -164,14 +173,22 @@ func prefersWait(h http.Header) bool {
 	return false
 }
 
-// cancelBody is the response body of a bounded attempt: closing it releases
-// the attempt's context.
-type cancelBody struct {
-	io.ReadCloser
+// boundedAttempt is what bounding an attempt's wait for its headers needs:
+// the cancel function of the attempt's context, which the timer calls with an
+// *attemptTimeoutError when the bound fires; and, once the headers came, the
+// response body, whose Close releases the context.
+type boundedAttempt struct {
 	cancel context.CancelCauseFunc
+	after  time.Duration
+	capped bool
+	io.ReadCloser
 }
 
-func (b *cancelBody) Close() error {
+func (b *boundedAttempt) expire() {
+	b.cancel(&attemptTimeoutError{after: b.after, capped: b.capped})
+}
+
+func (b *boundedAttempt) Close() error {
 	err := b.ReadCloser.Close()
 	b.cancel(nil)
 	return err

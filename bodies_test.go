@@ -228,3 +228,55 @@ func TestNonCanonicalKeyHeaderSentOnce(t *testing.T) {
 	_, err = NewTransport(newHTTPTransport(t)).RoundTrip(req)
 	require.True(t, errors.Is(err, ErrInvalidKey), "err %v", err)
 }
+
+// stallBody is a response body that gives a few bytes, then blocks until it
+// is closed.
+type stallBody struct {
+	once   atomic.Bool
+	closed chan struct{}
+	shut   atomic.Bool
+}
+
+func newStallBody() *stallBody { return &stallBody{closed: make(chan struct{})} }
+
+func (b *stallBody) Read(p []byte) (int, error) {
+	if !b.once.Swap(true) {
+		return copy(p, "partial"), nil
+	}
+	<-b.closed
+	return 0, errors.New("read on closed body")
+}
+
+func (b *stallBody) Close() error {
+	if !b.shut.Swap(true) {
+		close(b.closed)
+	}
+	return nil
+}
+
+// TestStalledDrainExact pins, in virtual time, how a stalled discarded body is
+// bounded: each drain takes at most half the time that would be left after
+// the wait, no attempt starts with nothing left, and the operation ends on its
+// last response (not an error) within the cap.
+func TestStalledDrainExact(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var starts []time.Duration
+		start := time.Now()
+		rt := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			starts = append(starts, time.Since(start))
+			return &http.Response{StatusCode: 503, Header: http.Header{}, Body: newStallBody(), Request: req}, nil
+		})
+		tr := NewTransport(rt, WithMaxElapsed(time.Second), WithJitter(NoJitter), WithBackoff(100*time.Millisecond, time.Second))
+		resp, err := tr.RoundTrip(mustRequest(t, context.Background(), http.MethodGet, "http://x/", ""))
+		require.NoError(t, err, "the last response, not an error")
+		assert.Equal(t, 503, resp.StatusCode)
+		_ = resp.Body.Close()
+		ms := time.Millisecond
+		// Attempt 1 at 0; drain until (1000-100)/2 = 450, wait 100: attempt 2 at
+		// 550; drain (1000-750)/2 = 125 until 675, wait 200: attempt 3 at 875;
+		// the next wait (400) would end past the cap: its 503 is returned.
+		assert.Equal(t, []time.Duration{0, 550 * ms, 875 * ms}, starts)
+		assert.Equal(t, 875*ms, time.Since(start))
+	})
+}

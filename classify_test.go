@@ -64,7 +64,7 @@ func TestRetryTableStatus(t *testing.T) {
 				want = maxAttempts
 			}
 			if status == 409 && m.keyed {
-				want = 1 + 10 // 409 polls do not use up attempts: the first, then at most 10 polls
+				want = 1 + 10 // 409 polls do not use up attempts: the first, then at most 10 retries after a 409
 			}
 			t.Run(fmt.Sprintf("%s/%d", m.name, status), func(t *testing.T) {
 				t.Parallel()

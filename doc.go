@@ -38,7 +38,8 @@
 //     *Error says whether the error or the request was not retryable.
 //     Redirects are the http.Client's business: each hop is its own operation.
 //   - A request that is not a well-formed http or https request (a nil URL or
-//     Header, no host, another scheme) is passed to the next RoundTripper once,
+//     Header, no host, another scheme, an invalid method or header field) is
+//     passed to the next RoundTripper once,
 //     as it is, so that the caller gets its error (net/http's), never a panic.
 //   - A cancelled or expired context stops the operation at once.
 //   - A body with GetBody is rewound with it. A body without GetBody whose
@@ -46,7 +47,8 @@
 //     as the caller's context allows) and replayed; a ContentLength that does
 //     not match the body fails as net/http fails. Any other body is a stream
 //     (unknown length: chunked, with trailers, or a full-duplex HTTP/2
-//     exchange) and goes out once, as the caller built it, never retried.
+//     exchange) and goes out once, as the caller built it, never retried. A
+//     caller makes any body without GetBody a stream with ContentLength -1.
 //
 // Waits follow the backoff chosen by WithBackoff and WithJitter (full jitter by
 // default). A Retry-After on 409, 429 or 503 is a floor, plus a random spread
@@ -54,11 +56,12 @@
 // context's deadline is started, and a 429 or 503 asking for one (or for more
 // than WithMaxRetryAfter) ends the operation with that response. A keyed 409
 // is different: the answer exists or soon will, so when its Retry-After ends
-// past the deadline and one attempt still fits, the Transport waits what
+// past the deadline (or exceeds WithMaxRetryAfter, which then stands for the
+// deadline) and one attempt still fits, the Transport waits what
 // remains less one attempt's worth (WithAttemptTimeout, or half of what
 // remains) and makes that last attempt. A 409 is a poll, not a failure: it
-// does not use up an attempt of WithMaxAttempts (at most 10 polls per
-// operation, and the cap bounds them). Every keyed attempt sends RFC 7240
+// does not use up an attempt of WithMaxAttempts (at most 10 retries after a
+// 409 per operation, and the cap bounds them). Every keyed attempt sends RFC 7240
 // Prefer: wait=N, N the whole seconds it can wait for its answer less a tenth
 // (at least 100ms), 0 under a second, so that a server that makes duplicates
 // wait answers 409 before the attempt is cut; a caller's own Prefer wait is

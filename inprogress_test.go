@@ -74,6 +74,23 @@ func TestInProgressLastAttemptOnlyOnce(t *testing.T) {
 	})
 }
 
+// TestInProgressPastMaxRetryAfter: a 409 asking for more than
+// WithMaxRetryAfter (30s) under a long cap gets the last attempt within
+// WithMaxRetryAfter: 30s less half of it.
+func TestInProgressPastMaxRetryAfter(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeRT{steps: []fakeStep{in409("7200"), {status: http.StatusCreated}}}
+		tr := NewTransport(f, noWait(), WithMaxElapsed(time.Hour))
+		start := time.Now()
+		resp, err := tr.RoundTrip(mustRequest(t, context.Background(), http.MethodPost, "http://x/payments", "{}"))
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		assert.Equal(t, http.StatusCreated, resp.StatusCode)
+		assert.Equal(t, []time.Duration{0, 15 * time.Second}, attemptOffsets(start, f.Calls()))
+	})
+}
+
 // TestRetryAfterPastCapStopsOn429And503: a 429 or 503 whose Retry-After ends
 // past the cap ends the operation at once (the server asked for room), with
 // that response.

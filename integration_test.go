@@ -1,9 +1,6 @@
 package idem
 
 import (
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-
 	"context"
 	"errors"
 	"io"
@@ -17,6 +14,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // These tests use real connections to httptest servers on 127.0.0.1.
@@ -212,8 +212,7 @@ func TestAttemptTimeoutDoesNotCutBody(t *testing.T) {
 
 func TestRedirects(t *testing.T) {
 	t.Parallel()
-	var srv *countingServer
-	srv = newCountingServer(t, func(n int32, w http.ResponseWriter, r *http.Request) {
+	srv := newCountingServer(t, func(n int32, w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/loop":
 			http.Redirect(w, r, "/loop", http.StatusFound)
@@ -273,8 +272,8 @@ func TestTLSCertificateErrorNotRetried(t *testing.T) {
 
 // TestMalformedRequestsGetNetHTTPErrors: a request idem cannot send (another
 // scheme, no host, a nil URL or Header) goes to the next RoundTripper as it
-// is, once, so the caller gets net/http's own error, never a panic, even with
-// a budget (which reads the host).
+// is, once, so the caller gets net/http's own error, never a panic (even with
+// a budget, which reads the host) and never a retry of what fails every time.
 func TestMalformedRequestsGetNetHTTPErrors(t *testing.T) {
 	t.Parallel()
 	base := newHTTPTransport(t)
@@ -294,6 +293,21 @@ func TestMalformedRequestsGetNetHTTPErrors(t *testing.T) {
 		{"nil URL", func() *http.Request {
 			r := mustRequest(t, context.Background(), http.MethodPost, "http://127.0.0.1/", "x")
 			r.URL = nil
+			return r
+		}},
+		{"invalid method, keyed", func() *http.Request {
+			r := mustRequest(t, WithKey(context.Background(), "k1"), http.MethodGet, "http://127.0.0.1/", "")
+			r.Method = "BAD METHOD"
+			return r
+		}},
+		{"invalid header name", func() *http.Request {
+			r := mustRequest(t, context.Background(), http.MethodGet, "http://127.0.0.1/", "")
+			r.Header["Bad Name"] = []string{"x"}
+			return r
+		}},
+		{"invalid header value", func() *http.Request {
+			r := mustRequest(t, context.Background(), http.MethodPut, "http://127.0.0.1/", "x")
+			r.Header["X-Bad"] = []string{"a\nb"}
 			return r
 		}},
 		{"nil Header", func() *http.Request {
@@ -368,4 +382,37 @@ func TestNewClientEndToEnd(t *testing.T) {
 	if sent != `"`+key+`"` || !Replayed(resp) {
 		t.Errorf("server saw %s, KeyFromRequest %s, replayed %v", sent, key, Replayed(resp))
 	}
+}
+
+// TestProtocolSwitchThroughBoundedAttempt: a 101 Switching Protocols answer to
+// an attempt that idem bounds itself (no caller deadline) keeps its
+// connection: the upgraded stream works after RoundTrip returns.
+func TestProtocolSwitchThroughBoundedAttempt(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n")
+		_ = brw.Flush()
+		_, _ = io.Copy(conn, brw) // echo until the client closes
+	}))
+	defer srv.Close()
+	req := mustRequest(t, context.Background(), http.MethodGet, srv.URL, "")
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "echo")
+	resp, err := NewTransport(newHTTPTransport(t), WithAttemptTimeout(time.Second)).RoundTrip(req)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
+	rwc, ok := resp.Body.(io.ReadWriteCloser)
+	require.True(t, ok, "the body of a 101 is the connection (%T)", resp.Body)
+	defer rwc.Close()
+	_, err = rwc.Write([]byte("hello"))
+	require.NoError(t, err)
+	got := make([]byte, 5)
+	_, err = io.ReadFull(rwc, got)
+	require.NoError(t, err)
+	assert.Equal(t, "hello", string(got))
 }

@@ -108,8 +108,9 @@ func WithAttemptTimeout(d time.Duration) Option {
 }
 
 // WithMaxRetryAfter sets the longest Retry-After the Transport waits for
-// (default 30s). A response asking for a longer wait ends the operation at once
-// and is returned to the caller. It panics if d < 0.
+// (default 30s). A 429 or 503 asking for a longer wait ends the operation at
+// once and is returned to the caller; a keyed 409 gets one last attempt within
+// d (see the package documentation). It panics if d < 0.
 func WithMaxRetryAfter(d time.Duration) Option {
 	if d < 0 {
 		optionPanic("WithMaxRetryAfter", "d must not be negative, got "+d.String())

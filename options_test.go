@@ -1,12 +1,16 @@
 package idem
 
 import (
-	"github.com/google/uuid"
-
+	"context"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 func TestOptionsPanic(t *testing.T) {
@@ -77,5 +81,40 @@ func TestNewClient(t *testing.T) {
 	}
 	if tr.cfg.maxAttempts != 2 || tr.transport() != http.DefaultTransport {
 		t.Errorf("NewClient transport: %+v", tr.cfg)
+	}
+}
+
+// TestZeroTransport: a zero Transport works, with the defaults over
+// http.DefaultTransport: a POST gets a generated key and a 503 is retried.
+func TestZeroTransport(t *testing.T) {
+	t.Parallel()
+	var n atomic.Int32
+	var keys sync.Map
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		keys.Store(r.Header.Get(HeaderIdempotencyKey), true)
+		if n.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	var tr Transport
+	resp, err := tr.RoundTrip(mustRequest(t, context.Background(), http.MethodPost, srv.URL, "{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || n.Load() != 2 {
+		t.Fatalf("status %d after %d attempts", resp.StatusCode, n.Load())
+	}
+	count := 0
+	keys.Range(func(k, _ any) bool {
+		if _, err := uuid.Parse(k.(string)); err != nil {
+			t.Errorf("key %q is not a UUID", k)
+		}
+		count++
+		return true
+	})
+	if count != 1 {
+		t.Errorf("%d distinct keys, want 1", count)
 	}
 }

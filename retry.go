@@ -80,7 +80,7 @@ func (o *operation) run() (*http.Response, error) {
 	cfg.budget.recordRequest(o.start)
 
 	// A host held back by the budget is waited for, even before a first attempt.
-	if cause, detail := o.waitForHost(); cause != nil {
+	if detail, cause := o.waitForHost(); cause != nil {
 		o.body.close(o.req)
 		return nil, o.fail(cause, detail)
 	}
@@ -101,9 +101,10 @@ func (o *operation) run() (*http.Response, error) {
 		res := o.attempt(nextBody)
 		o.last = res
 
-		// The caller's context ended: stop at once with its cause.
-		if o.ctx.Err() != nil {
-			discard(res.resp, time.Now()) // closed unread: the context ended
+		// The attempt failed because the caller's context ended: stop at
+		// once with its cause. (A response that came is still judged below;
+		// the wait before a retry ends at once anyway.)
+		if res.resp == nil && o.ctx.Err() != nil {
 			return nil, o.fail(context.Cause(o.ctx), "")
 		}
 
@@ -143,16 +144,23 @@ func (o *operation) run() (*http.Response, error) {
 		}
 		// The next wait would end past the cap or the caller's deadline. After
 		// a 429 or 503 that is the end: the server asked for room. After a
-		// 409, if one meaningful attempt still fits, wait what remains less
-		// that attempt, and make it.
+		// 409 (whose wait also stops at WithMaxRetryAfter), if one meaningful
+		// attempt still fits, wait what remains less that attempt, and make it.
 		now := time.Now()
 		wait := o.nextWait(now, res.retryAfter)
-		if !now.Add(wait).Before(o.deadline) {
-			last, ok := o.lastAttemptWait(now)
-			if !inProgress || !ok {
+		left := o.deadline.Sub(now)
+		if res.retryAfter > cfg.maxRetryAfter {
+			left = min(left, cfg.maxRetryAfter)
+		}
+		switch {
+		case inProgress && wait >= left:
+			last, ok := o.lastAttemptWait(left)
+			if !ok {
 				return o.finish(ErrExhausted, "the next wait of "+wait.String()+" would end past "+o.deadlineName())
 			}
 			wait, o.lastChance = last, true
+		case !now.Add(wait).Before(o.deadline):
+			return o.finish(ErrExhausted, "the next wait of "+wait.String()+" would end past "+o.deadlineName())
 		}
 		// The shared budget refuses the retry.
 		if !cfg.budget.tryRetry(now) {
@@ -168,12 +176,12 @@ func (o *operation) run() (*http.Response, error) {
 		// discarded body may take at most half the time that would be left
 		// after the wait, so the next attempt still has time.
 		o.notify(wait, reason)
-		discard(res.resp, now.Add(wait+o.deadline.Sub(now.Add(wait))/2))
+		discard(res.resp, now.Add(o.deadline.Sub(now.Add(wait))/2))
 		werr := sleepContext(o.ctx, wait)
 		detail := ""
 		if werr == nil {
 			// Another operation may have put a hold on the host meanwhile.
-			werr, detail = o.waitForHost()
+			detail, werr = o.waitForHost()
 		}
 		if werr != nil {
 			cfg.budget.refund(now)
@@ -186,7 +194,7 @@ func (o *operation) run() (*http.Response, error) {
 	}
 }
 
-// maxPolls bounds the 409 in-progress answers one operation polls through.
+// maxPolls bounds the retries after a 409 in progress in one operation.
 const maxPolls = 10
 
 // minLastAttempt is the shortest attempt worth making after a 409 whose
@@ -194,11 +202,11 @@ const maxPolls = 10
 const minLastAttempt = 100 * time.Millisecond
 
 // lastAttemptWait returns the wait before one last attempt, after a 409 whose
-// Retry-After ends past the deadline: what remains less one attempt's worth
-// (WithAttemptTimeout, or half of what remains without one). It reports false
-// when that attempt would be shorter than minLastAttempt.
-func (o *operation) lastAttemptWait(now time.Time) (time.Duration, bool) {
-	left := o.deadline.Sub(now)
+// Retry-After ends past the deadline (or past WithMaxRetryAfter): of the time
+// left, all but one attempt's worth (WithAttemptTimeout, or half of what is
+// left without one). It reports false when that attempt would be shorter than
+// minLastAttempt.
+func (o *operation) lastAttemptWait(left time.Duration) (time.Duration, bool) {
 	worth := left / 2
 	if at := o.cfg.attemptTimeout; at > 0 && at < left {
 		worth = at
@@ -247,21 +255,18 @@ func (o *operation) spread(d time.Duration) time.Duration {
 // by the budget. It returns ErrHostCoolingDown, without waiting, when the hold
 // (plus its spread) would end past the deadline, or the context's cause if it
 // is done during the wait.
-func (o *operation) waitForHost() (cause error, detail string) {
+func (o *operation) waitForHost() (detail string, cause error) {
 	now := time.Now()
 	until := o.cfg.budget.heldUntil(o.req.URL.Host, now)
 	if until.IsZero() {
-		return nil, ""
+		return "", nil
 	}
 	h := until.Sub(now)
 	wait := h + o.spread(h)
 	if !now.Add(wait).Before(o.deadline) {
-		return ErrHostCoolingDown, "held for " + h.String()
+		return "held for " + h.String(), ErrHostCoolingDown
 	}
-	if err := sleepContext(o.ctx, wait); err != nil {
-		return err, ""
-	}
-	return nil, ""
+	return "", sleepContext(o.ctx, wait)
 }
 
 // sleepContext waits for d, or until ctx is done, and then returns

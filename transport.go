@@ -3,6 +3,7 @@ package idem
 import (
 	"math/rand/v2"
 	"net/http"
+	"strings"
 )
 
 // Transport is an http.RoundTripper that retries what is safe to retry: it
@@ -86,8 +87,9 @@ func (t *Transport) CloseIdleConnections() {
 // made, the error is an *Error.
 //
 // A request that is not a well-formed http or https request (a nil URL or
-// Header, no host, another scheme) is passed to the next RoundTripper as it
-// is, once, so that the caller gets its error (net/http's, for the default).
+// Header, no host, another scheme, an invalid method or header field) is
+// passed to the next RoundTripper as it is, once, so that the caller gets its
+// error (net/http's, for the default), never a panic and never a retry.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !wellFormed(req) {
 		return t.transport().RoundTrip(req)
@@ -103,14 +105,57 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // wellFormed reports whether req is an http or https request that idem can
-// send and retry.
+// send and retry: a URL with a host, a valid method, and header fields that
+// net/http would send. Anything else fails the same way on every attempt.
 func wellFormed(req *http.Request) bool {
 	if req.URL == nil || req.Header == nil || req.URL.Host == "" {
 		return false
 	}
 	switch req.URL.Scheme {
 	case "http", "https":
-		return true
+	default:
+		return false
 	}
-	return false
+	if req.Method != "" && !isToken(req.Method) {
+		return false
+	}
+	for k, vs := range req.Header {
+		if !isToken(k) {
+			return false
+		}
+		for _, v := range vs {
+			if !validFieldValue(v) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// isToken reports whether s is an RFC 9110 token (a method or a field name).
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validFieldValue reports whether v may be sent as a field value: no control
+// characters but horizontal tab (net/http's rule).
+func validFieldValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x20 && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }

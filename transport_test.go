@@ -1,8 +1,6 @@
 package idem
 
 import (
-	"github.com/idemkit/idem/internal/keyformat"
-
 	"bytes"
 	"context"
 	"errors"
@@ -13,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/idemkit/idem/internal/keyformat"
 )
 
 func TestOneKeyPerOperation(t *testing.T) {

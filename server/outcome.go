@@ -32,19 +32,19 @@ type OutcomeEvent struct {
 	Panic any
 }
 
-// MaxLoggedKey is how many bytes of a key LogKey keeps.
-const MaxLoggedKey = 64
+// maxLoggedKey is how many bytes of a key LogKey keeps.
+const maxLoggedKey = 64
 
 // LogKey returns a key, or a raw Idempotency-Key header value, fit for a log
-// line: at most MaxLoggedKey bytes (then "...(N bytes)" saying how long it
+// line: at most 64 bytes (then "...(N bytes)" saying how long it
 // was), with every byte that is not visible ASCII replaced by '?', so that a
 // client cannot make a log line huge or forge one. OutcomeEvent.Key is a
 // parsed key (at most 255 visible ASCII characters); log a header as received
 // through LogKey.
 func LogKey(v string) string {
 	n := len(v)
-	if n > MaxLoggedKey {
-		v = v[:MaxLoggedKey]
+	if n > maxLoggedKey {
+		v = v[:maxLoggedKey]
 	}
 	b := []byte(v)
 	for i, c := range b {
@@ -52,7 +52,7 @@ func LogKey(v string) string {
 			b[i] = '?'
 		}
 	}
-	if n > MaxLoggedKey {
+	if n > maxLoggedKey {
 		return string(b) + "...(" + strconv.Itoa(n) + " bytes)"
 	}
 	return string(b)

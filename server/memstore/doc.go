@@ -17,7 +17,10 @@
 // second). A handler that never returns therefore blocks its key for good; bound
 // handlers with the http.Server's timeouts.
 //
-// If run panics, the claim is released and the panic continues.
+// If run panics, the claim is released and the panic continues. A claim is
+// never lost while its handler runs, so recording cannot fail after the
+// handler's effect: this store never returns ErrNotRecorded in practice, and
+// never reports OutcomeUnknown.
 //
 // # Waiting
 //
