@@ -39,8 +39,9 @@ type serveSpec struct {
 //     -mod=readonly (a module not published, such as this tool, where it is);
 //  2. every command module (root package main) installs with
 //     go install path@version;
-//  3. every library module (one another of ours requires) can be added to a
-//     new module with go get path@version, and its root package builds there;
+//  3. every library module (one another of ours requires; internal ones
+//     aside) can be added to a new module with go get path@version, and its
+//     root package builds there;
 //  4. the installed serve.Binary starts, answers serve.Health and stops on
 //     SIGTERM with status 0.
 //
@@ -114,11 +115,14 @@ func releaseCheck(ctx context.Context, r *repo, host hostGoEnv, tmp, version str
 		return err
 	}
 	for _, m := range r.libraries() {
+		if isInternal(m.Path) {
+			continue // no stranger imports it; go get of the modules requiring it fetches it
+		}
 		if _, err := e.run(ctx, scratch, "get", m.Path+"@"+version); err != nil {
 			return err
 		}
 		name, _ := rootPackage(filepath.Join(r.Root, filepath.FromSlash(m.Dir)))
-		if name != "" && name != "main" && !isInternal(m.Path) {
+		if name != "" && name != "main" {
 			if _, err := e.run(ctx, scratch, "build", m.Path); err != nil {
 				return err
 			}
