@@ -54,11 +54,12 @@ tidy:
 staticcheck:
 	@if ! "$(STATICCHECK)" -version 2>/dev/null | grep -qF "($(STATICCHECK_VERSION:v%=%))"; then \
 		echo "== go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)"; \
-		GOWORK=off $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION); \
+		GOWORK=off GOBIN="$(GOBIN_DIR)" $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION); \
 	fi
 	@fail=0; for m in $(MODULES); do \
 		echo "== staticcheck ./... in $$m"; \
-		(cd $$m && "$(STATICCHECK)" ./...) || fail=1; \
+		out=$$(cd $$m && "$(STATICCHECK)" ./... 2>&1) || fail=1; \
+		[ -z "$$out" ] || printf '%s\n' "$$out" | sed "s|^|$$m/|; s|^\./||"; \
 	done; exit $$fail
 
 # A stranger's view of a release, from a proxy built from the working tree: every
