@@ -179,3 +179,29 @@ func TestPreferWaitValues(t *testing.T) {
 		assert.Equal(t, want, preferWait(limit), "preferWait(%v)", limit)
 	}
 }
+
+// TestInProgressPollsAtRetryAfter pins issue 8's late answer: keyed 409s are
+// polls, so each wait is the Retry-After the server named plus its small
+// spread (at most a tenth), never the exponential backoff, which with the
+// default 300ms base would have grown past 1s by the fourth retry and
+// delivered the replay seconds after it was ready.
+func TestInProgressPollsAtRetryAfter(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeRT{steps: []fakeStep{in409("1"), in409("1"), in409("1"), in409("1"), in409("1"), {status: http.StatusCreated}}}
+		tr := NewTransport(f, WithMaxElapsed(30*time.Second))
+		tr.rand = func() float64 { return 0.999 } // the longest spread and backoff
+		start := time.Now()
+		resp, err := tr.RoundTrip(mustRequest(t, context.Background(), http.MethodPost, "http://x/payments", "{}"))
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		assert.Equal(t, http.StatusCreated, resp.StatusCode)
+		offsets := attemptOffsets(start, f.Calls())
+		require.Len(t, offsets, 6)
+		for i := 1; i < len(offsets); i++ {
+			gap := offsets[i] - offsets[i-1]
+			assert.GreaterOrEqual(t, gap, time.Second, "never before the Retry-After")
+			assert.LessOrEqual(t, gap, 1100*time.Millisecond, "retry %d: a 409 poll waits the Retry-After plus at most a tenth", i)
+		}
+	})
+}

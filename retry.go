@@ -234,7 +234,12 @@ func (o *operation) nextWait(now time.Time, retryAfter time.Duration) time.Durat
 		o.bo = newJitterBackOff(cfg.jitter, cfg.base, cfg.max, o.t.random)
 	}
 	wait := o.bo.NextBackOff()
-	if retryAfter > 0 {
+	switch {
+	case retryAfter > 0 && o.key != "" && o.lastStatus == http.StatusConflict:
+		// A keyed 409 is a poll, not a failure: the server named when its
+		// answer will be ready, and backing off past that only delays it.
+		wait = retryAfter + o.spread(retryAfter)
+	case retryAfter > 0:
 		wait = max(wait, retryAfter+o.spread(retryAfter))
 	}
 	if until := cfg.budget.heldUntil(o.req.URL.Host, now); !until.IsZero() {

@@ -3,10 +3,13 @@ package bench
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -40,10 +43,28 @@ type FaultScenario struct {
 	// an attempt time-out below DelayMax, the slowest attempts time out. The
 	// server abandons the write of an attempt whose client hung up.
 	DelayMax time.Duration
-	// AfterWriteDelayMax delays every attempt's response by U[0,
+	// AfterWriteDelayMin and AfterWriteDelayMax delay the response of a
+	// fraction AfterWriteRate of the attempts by U[AfterWriteDelayMin,
 	// AfterWriteDelayMax) after the business write (Chaos-Delay-After-Write):
-	// an attempt that times out has been charged all the same.
-	AfterWriteDelayMax time.Duration
+	// an attempt that times out has been charged all the same. No attempt is
+	// delayed when AfterWriteDelayMax is zero.
+	AfterWriteDelayMin, AfterWriteDelayMax time.Duration
+	AfterWriteRate                         float64
+}
+
+// validate reports a setting of sc that the run could not honour.
+func (sc FaultScenario) validate() error {
+	switch {
+	case sc.AfterWriteDelayMax < 0 || sc.AfterWriteDelayMax > chaos.MaxDelay:
+		return fmt.Errorf("AfterWriteDelayMax %v: want from 0 to %v", sc.AfterWriteDelayMax, chaos.MaxDelay)
+	case sc.AfterWriteDelayMax == 0 && (sc.AfterWriteDelayMin != 0 || sc.AfterWriteRate != 0):
+		return errors.New("AfterWriteDelayMin and AfterWriteRate need AfterWriteDelayMax")
+	case sc.AfterWriteDelayMin < 0 || sc.AfterWriteDelayMin > sc.AfterWriteDelayMax:
+		return fmt.Errorf("AfterWriteDelayMin %v: want from 0 to AfterWriteDelayMax (%v)", sc.AfterWriteDelayMin, sc.AfterWriteDelayMax)
+	case sc.AfterWriteDelayMax > 0 && !(sc.AfterWriteRate > 0 && sc.AfterWriteRate <= 1):
+		return fmt.Errorf("AfterWriteRate %v: want more than 0, at most 1", sc.AfterWriteRate)
+	}
+	return nil
 }
 
 // FaultConfig sets up section 2.
@@ -62,7 +83,10 @@ type FaultConfig struct {
 // DefaultFaults returns the full run's section 2: 200 payments per client and
 // scenario, 20 in flight, a 300 ms attempt time-out; 20% of responses lost,
 // writes delayed by up to 400 ms, or responses delayed by up to 400 ms after
-// the write (in both time-out scenarios a quarter of the attempts time out).
+// the write (in both time-out scenarios a quarter of the attempts time out),
+// or a quarter of the responses delayed by 1 to 3 s after the write: longer
+// than the attempt time-out, much shorter than the clients' caps, so a
+// retry arrives while the first attempt still runs.
 func DefaultFaults() FaultConfig {
 	return FaultConfig{
 		Ops:            200,
@@ -72,7 +96,9 @@ func DefaultFaults() FaultConfig {
 			{Name: "lost responses (20% of attempts dropped after the write)", DropRate: 0.2},
 			{Name: "time-outs before the write (write delayed U[0, 400ms), 300ms attempt time-out)", DelayMax: 400 * time.Millisecond},
 			{Name: "time-outs after the write (response delayed U[0, 400ms) after the write, 300ms attempt time-out)",
-				AfterWriteDelayMax: 400 * time.Millisecond},
+				AfterWriteDelayMax: 400 * time.Millisecond, AfterWriteRate: 1},
+			{Name: "late answers (25% of responses delayed U[1s, 3s) after the write, 300ms attempt time-out)",
+				AfterWriteDelayMin: time.Second, AfterWriteDelayMax: 3 * time.Second, AfterWriteRate: 0.25},
 		},
 		Seed: 1,
 	}
@@ -127,8 +153,39 @@ type FaultResult struct {
 	Errors, ChargedErrors int
 	// Attempts counts every attempt sent.
 	Attempts int
+	// AnswerP50 and AnswerP99 are percentiles of the time from an operation's
+	// start to its caller's final answer, whatever that answer is.
+	AnswerP50, AnswerP99 time.Duration
+	// OutcomeP50 and OutcomeP99 are percentiles of the time from an
+	// operation's start until its caller knows the outcome: its final answer
+	// when that is the 201, Never when it is an error (the caller is not told
+	// whether it was charged).
+	OutcomeP50, OutcomeP99 time.Duration
 	// Elapsed is the wall time of the row.
 	Elapsed time.Duration
+}
+
+// Never is the time to outcome of an operation that ended in an error: its
+// caller never learns whether it was charged.
+const Never = time.Duration(math.MaxInt64)
+
+// timesToOutcome returns the p50 and p99 of answer, the time each operation
+// took to its final answer, and of the time to its outcome, Never for the
+// operations that failed.
+func timesToOutcome(answer []time.Duration, failed []bool) (a50, a99, o50, o99 time.Duration) {
+	if len(answer) == 0 {
+		return 0, 0, 0, 0
+	}
+	a := slices.Sorted(slices.Values(answer))
+	o := make([]time.Duration, len(answer))
+	for i, d := range answer {
+		o[i] = d
+		if failed[i] {
+			o[i] = Never
+		}
+	}
+	slices.Sort(o)
+	return percentile(a, 0.50), percentile(a, 0.99), percentile(o, 0.50), percentile(o, 0.99)
 }
 
 // AttemptsPerOp returns Attempts/Ops.
@@ -139,6 +196,11 @@ func (r FaultResult) AttemptsPerOp() float64 { return ratio(r.Attempts, r.Ops) }
 func RunFaults(ctx context.Context, cfg FaultConfig, clients []FaultClient) ([]FaultResult, error) {
 	if cfg.Ops <= 0 || cfg.Concurrency <= 0 || cfg.AttemptTimeout <= 0 {
 		return nil, fmt.Errorf("bench: RunFaults: Ops, Concurrency and AttemptTimeout must be positive")
+	}
+	for _, sc := range cfg.Scenarios {
+		if err := sc.validate(); err != nil {
+			return nil, fmt.Errorf("bench: RunFaults: scenario %q: %w", sc.Name, err)
+		}
 	}
 	var out []FaultResult
 	for si, sc := range cfg.Scenarios {
@@ -187,13 +249,15 @@ func runFaultRow(ctx context.Context, cfg FaultConfig, sc FaultScenario, c Fault
 	defer base.CloseIdleConnections()
 	var next http.RoundTripper = countingTransport{base}
 	if sc.AfterWriteDelayMax > 0 {
-		next = afterWriteDelayTransport{next: next, max: sc.AfterWriteDelayMax, rand: rnd.Float64}
+		next = afterWriteDelayTransport{next: next, min: sc.AfterWriteDelayMin, max: sc.AfterWriteDelayMax,
+			rate: sc.AfterWriteRate, rand: rnd.Float64}
 	}
 
 	res := FaultResult{Scenario: sc.Name, Client: c, Ops: cfg.Ops}
 	var attempts atomic.Int64
 	customers := make([]string, cfg.Ops)
 	failed := make([]bool, cfg.Ops)
+	took := make([]time.Duration, cfg.Ops)
 	sem := make(chan struct{}, cfg.Concurrency)
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -221,7 +285,9 @@ func runFaultRow(ctx context.Context, cfg FaultConfig, sc FaultScenario, c Fault
 				}
 				return req, nil
 			}
+			opStart := time.Now()
 			ok, _ := c.pay(opCtx, next, cfg.AttemptTimeout, newReq)
+			took[i] = time.Since(opStart)
 			failed[i] = !ok
 			attempts.Add(n.Load())
 		})
@@ -232,6 +298,7 @@ func runFaultRow(ctx context.Context, cfg FaultConfig, sc FaultScenario, c Fault
 		return FaultResult{}, err
 	}
 	res.Attempts = int(attempts.Load())
+	res.AnswerP50, res.AnswerP99, res.OutcomeP50, res.OutcomeP99 = timesToOutcome(took, failed)
 	for i, cus := range customers {
 		n := srv.Payments(cus)
 		if failed[i] {
@@ -329,18 +396,23 @@ func payBackoff(ctx context.Context, next http.RoundTripper, timeout time.Durati
 	return err == nil && status == http.StatusCreated, err
 }
 
-// afterWriteDelayTransport asks the server, on every attempt, to answer
-// U[0, max) after the business write (Chaos-Delay-After-Write). It sits under
-// the retry layer, so that each attempt draws its own delay: package chaos has
-// no random rate for this fault, only the header.
+// afterWriteDelayTransport asks the server, on a fraction rate of the
+// attempts, to answer U[min, max) after the business write
+// (Chaos-Delay-After-Write). It sits under the retry layer, so that each
+// attempt draws its own delay: package chaos has no random rate for this
+// fault, only the header.
 type afterWriteDelayTransport struct {
-	next http.RoundTripper
-	max  time.Duration
-	rand func() float64
+	next     http.RoundTripper
+	min, max time.Duration
+	rate     float64 // 1: every attempt
+	rand     func() float64
 }
 
 func (t afterWriteDelayTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	d := time.Duration(t.rand() * float64(t.max))
+	if t.rate < 1 && t.rand() >= t.rate {
+		return t.next.RoundTrip(req)
+	}
+	d := t.min + time.Duration(t.rand()*float64(t.max-t.min))
 	req = req.Clone(req.Context()) // a RoundTripper must not modify its request
 	req.Header.Set(chaos.HeaderDelayAfterWrite, d.String())
 	return t.next.RoundTrip(req)

@@ -87,28 +87,43 @@ func (r *Report) writeFaults(w writef) {
 		"exactly-once needs the server half too. go-retryablehttp: `NewClient()` defaults (4 retries, 1 s to 30 s " +
 		"backoff, its default retry policy), logging off. backoff/v4: `Retry` with `WithMaxRetries(NewExponentialBackOff(), 4)` " +
 		"around a plain `http.Client`, retrying network errors, 408, 429 and 5xx. idem: `NewTransport` defaults.\n\n")
-	w("The two time-out scenarios differ in where the server is slow. Before the write (`Chaos-Delay`), the demo " +
+	w("The time-out scenarios differ in where the server is slow. Before the write (`Chaos-Delay`), the demo " +
 		"server abandons a delayed write when the client goes away (the request's context ends the delay), so a time-out " +
 		"costs attempts and time but rarely a payment; only a write that finishes just as the client gives up is charged " +
 		"and lost. After the write (`Chaos-Delay-After-Write`, drawn for each attempt), the payment is made and the server " +
 		"is only slow to answer, as real servers often are: a time-out is then a payment the client does not know about, " +
 		"and a retry without a key charges again, like a retry after a lost response. With a key, a retry that arrives " +
-		"while the timed-out attempt is still answering gets a 409 (in progress); idem waits and gets the replay, a client " +
-		"that gives up on the 409 returns an error for an operation that is charged. An operation whose five attempts all " +
-		"time out fails (about one in a thousand with a quarter of the attempts timing out).\n\n")
+		"while the timed-out attempt is still answering waits on the server for it and gets the replay, or, past the " +
+		"server's wait, a 409 (in progress): a client that gives up on the 409 returns an error for an operation that is charged. An operation whose five attempts all " +
+		"time out fails (about one in a thousand with a quarter of the attempts timing out). The late answers come after " +
+		"1 to 3 s: longer than the attempt time-out, much shorter than every client's cap, the path of a mobile or BFF " +
+		"client with a tight time-out in front of a slow payment; a retry with the key arrives while the first attempt " +
+		"still runs.\n\n")
+	w("Two times per row, each as p50 / p99 over the operations: *time to answer*, from the operation's start to the " +
+		"caller's final answer, whatever it is; *time to outcome*, the same when that answer is the 201, and ∞ when it " +
+		"is an error (the caller is not told whether it was charged: it never learns the outcome).\n\n")
 	for _, sc := range c.Scenarios {
 		w("**%s**\n\n", sc.Name)
-		w("| client | route | Idempotency-Key | payments / operations | duplicate payments | operations not charged | errors returned (of which charged) | attempts per operation | wall time |\n")
-		w("|---|---|---|--:|--:|--:|--:|--:|--:|\n")
+		w("| client | route | Idempotency-Key | payments / operations | duplicate payments | operations not charged | errors returned (of which charged) | attempts per operation | time to answer p50 / p99 | time to outcome p50 / p99 | wall time |\n")
+		w("|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 		for _, f := range r.Faults {
 			if f.Scenario != sc.Name {
 				continue
 			}
-			w("| %s | `%s` | %s | %d / %d | **%d** | %d | %d (%d) | %.2f | %v |\n", f.Client.Name, f.Client.Route, f.Client.Key,
-				f.Payments, f.Ops, f.Duplicates, f.Uncharged, f.Errors, f.ChargedErrors, f.AttemptsPerOp(), f.Elapsed.Round(10*time.Millisecond))
+			w("| %s | `%s` | %s | %d / %d | **%d** | %d | %d (%d) | %.2f | %s / %s | %s / %s | %v |\n", f.Client.Name, f.Client.Route, f.Client.Key,
+				f.Payments, f.Ops, f.Duplicates, f.Uncharged, f.Errors, f.ChargedErrors, f.AttemptsPerOp(),
+				opTime(f.AnswerP50), opTime(f.AnswerP99), opTime(f.OutcomeP50), opTime(f.OutcomeP99), f.Elapsed.Round(10*time.Millisecond))
 		}
 		w("\n")
 	}
+}
+
+// opTime formats a time to answer or to outcome of section 2: Never is ∞.
+func opTime(d time.Duration) string {
+	if d == Never {
+		return "∞"
+	}
+	return d.Round(10 * time.Millisecond).String()
 }
 
 func (r *Report) writeContention(w writef) {

@@ -11,5 +11,9 @@ func TestMain(m *testing.M) {
 	// toxiproxy logs through zerolog's global logger in a few places; the tests
 	// have nothing to learn from it.
 	zerolog.SetGlobalLevel(zerolog.Disabled)
-	os.Exit(m.Run())
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
 }

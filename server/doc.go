@@ -98,8 +98,8 @@
 // the claim may last: the 90th percentile of the last 64 handler run times of
 // this middleware, less the time the duplicate already waited, never more
 // than the owner's remaining lease (Result.RetryAfter), and at least one
-// second (one second as well before any run, or when the first request is
-// slower than the percentile).
+// second (one second as well before any run), rounded to the nearest whole
+// second rather than up.
 //
 // # Options
 //

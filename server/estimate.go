@@ -45,18 +45,22 @@ const minRetryAfter = time.Second
 
 // inProgressRetryAfter is the Retry-After of a 409: when the first request's
 // answer is likely to exist. It is the 90th percentile of this middleware's
-// recent handler durations less the time this duplicate already waited,
-// bounded above by the owner's remaining lease where the store knows it
-// (lease > 0), and at least one second. With no handler run yet, or a first
-// request already slower than the percentile, it is one second: come back
-// soon.
+// recent handler durations less the time this duplicate already waited (the
+// duplicate does not know how long the first request has run), bounded above
+// by the owner's remaining lease where the store knows it (lease > 0), and at
+// least one second. With no handler run yet it is one second: come back soon.
+// The header carries whole seconds: the estimate is rounded to the nearest one,
+// not up, so that a 1.2 s estimate asks for 1 s (a client polling at 2 s would
+// learn the answer up to a second after it exists), and a lease is never
+// exceeded by the rounding.
 func inProgressRetryAfter(p90 time.Duration, known bool, waited, lease time.Duration) time.Duration {
 	est := minRetryAfter
 	if known && p90-waited > est {
 		est = p90 - waited
 	}
+	est = est.Round(time.Second)
 	if lease > 0 && lease < est {
-		est = lease
+		est = lease.Truncate(time.Second)
 	}
 	return max(est, minRetryAfter)
 }

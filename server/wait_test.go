@@ -124,6 +124,9 @@ func TestInProgressRetryAfter(t *testing.T) {
 		{"at least a second", 100 * time.Millisecond, true, 0, 30 * s, s},
 		{"lease under a second", 5 * s, true, 0, 200 * time.Millisecond, s},
 		{"lease unknown", 4 * s, true, 0, 0, 4 * s},
+		{"rounded to the nearest second, not up", 1200 * time.Millisecond, true, 0, 30 * s, s},
+		{"rounded up from the half", 2500 * time.Millisecond, true, 0, 30 * s, 3 * s},
+		{"rounding never passes the lease", 5 * s, true, 0, 2600 * time.Millisecond, 2 * s},
 	}
 	for _, tt := range tests {
 		if got := inProgressRetryAfter(tt.p90, tt.known, tt.waited, tt.lease); got != tt.want {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
+	"strings"
 	"time"
 
 	"github.com/idemkit/idem/server"
@@ -18,18 +20,24 @@ var errUsage = errors.New("bad flag")
 
 // config is the validated command line.
 type config struct {
-	addr            string
-	store           string
-	postgresURL     string
-	redisAddr       string
-	ttl             time.Duration
-	lockTTL         time.Duration
-	maxEntries      int
-	chaos           bool
-	chaosFailRate   float64
-	chaosDropRate   float64
-	chaosDelayMax   time.Duration
-	shutdownTimeout time.Duration
+	addr        string
+	store       string
+	postgresURL string
+	redisAddr   string // comma list; see redisAddrs
+	// Redis topology and durability (-store redis).
+	redisCluster        bool
+	redisMasterName     string
+	redisMinReplicas    int
+	redisReplicaTimeout time.Duration
+	redisAllowEviction  bool
+	ttl                 time.Duration
+	lockTTL             time.Duration
+	maxEntries          int
+	chaos               bool
+	chaosFailRate       float64
+	chaosDropRate       float64
+	chaosDelayMax       time.Duration
+	shutdownTimeout     time.Duration
 }
 
 // Store names accepted by -store.
@@ -48,7 +56,15 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "listen address (host:port; port 0 picks one)")
 	fs.StringVar(&c.store, "store", storeMemory, "idempotency store: memory, postgres or redis")
 	fs.StringVar(&c.postgresURL, "postgres-url", "", "PostgreSQL connection URL (-store postgres)")
-	fs.StringVar(&c.redisAddr, "redis-addr", "127.0.0.1:6379", "Redis address (-store redis)")
+	fs.StringVar(&c.redisAddr, "redis-addr", "127.0.0.1:6379",
+		"Redis address, or a comma list: several addresses mean a Cluster, or the sentinels with -redis-master-name (-store redis)")
+	fs.BoolVar(&c.redisCluster, "redis-cluster", false, "treat -redis-addr as Cluster seeds even when it names one node")
+	fs.StringVar(&c.redisMasterName, "redis-master-name", "", "use Redis Sentinel: the master's name; -redis-addr lists the sentinels")
+	fs.IntVar(&c.redisMinReplicas, "redis-min-replicas", 0,
+		"replicas that must acknowledge (WAIT) each claim before the handler runs, and each record; 0: none (asynchronous)")
+	fs.DurationVar(&c.redisReplicaTimeout, "redis-replica-timeout", time.Second, "how long each WAIT of -redis-min-replicas waits")
+	fs.BoolVar(&c.redisAllowEviction, "redis-allow-eviction", false,
+		"start even when Redis's maxmemory-policy can evict records (an evicted record lets a retry run again)")
 	fs.DurationVar(&c.ttl, "ttl", server.DefaultTTL, "how long a recorded response is replayed")
 	fs.DurationVar(&c.lockTTL, "lock-ttl", server.DefaultLockTTL, "how long a claim lives without renewal (Retry-After of a 409)")
 	fs.IntVar(&c.maxEntries, "max-entries", memstore.DefaultMaxEntries, "memory store capacity; when full, new keys get 503")
@@ -79,6 +95,14 @@ func (c config) validate() error {
 		return usageErr("-store postgres needs -postgres-url")
 	case c.store == storeRedis && c.redisAddr == "":
 		return usageErr("-store redis needs -redis-addr")
+	case c.store == storeRedis && c.checkRedisAddrs() != nil:
+		return c.checkRedisAddrs()
+	case c.redisCluster && c.redisMasterName != "":
+		return usageErr("-redis-cluster and -redis-master-name exclude each other: a Cluster has no Sentinel master")
+	case c.redisMinReplicas < 0:
+		return usageErr("-redis-min-replicas %d: must be 0 or more", c.redisMinReplicas)
+	case c.redisReplicaTimeout <= 0:
+		return usageErr("-redis-replica-timeout %v: must be positive", c.redisReplicaTimeout)
 	case c.ttl <= 0:
 		return usageErr("-ttl %v: must be positive", c.ttl)
 	case c.lockTTL <= 0:
@@ -93,6 +117,25 @@ func (c config) validate() error {
 		return usageErr("-chaos-delay-max %v: must be from 0 to %v", c.chaosDelayMax, chaos.MaxDelay)
 	case c.shutdownTimeout <= 0:
 		return usageErr("-shutdown-timeout %v: must be positive", c.shutdownTimeout)
+	}
+	return nil
+}
+
+// redisAddrs splits -redis-addr at commas, trimming spaces around each.
+func (c config) redisAddrs() []string {
+	addrs := strings.Split(c.redisAddr, ",")
+	for i, a := range addrs {
+		addrs[i] = strings.TrimSpace(a)
+	}
+	return addrs
+}
+
+// checkRedisAddrs reports the first entry of -redis-addr that is not host:port.
+func (c config) checkRedisAddrs() error {
+	for _, a := range c.redisAddrs() {
+		if host, port, err := net.SplitHostPort(a); err != nil || host == "" || port == "" {
+			return usageErr("-redis-addr %q: each comma-separated address must be host:port", a)
+		}
 	}
 	return nil
 }

@@ -33,6 +33,12 @@ func TestParseFlags(t *testing.T) {
 		{"zero max entries", []string{"-max-entries", "0"}},
 		{"postgres without url", []string{"-store", "postgres"}},
 		{"redis without addr", []string{"-store", "redis", "-redis-addr", ""}},
+		{"redis addr without port", []string{"-store", "redis", "-redis-addr", "127.0.0.1"}},
+		{"redis addr list with an empty entry", []string{"-store", "redis", "-redis-addr", "a:1,,b:2"}},
+		{"redis addr list with a bad entry", []string{"-store", "redis", "-redis-addr", "a:1,b"}},
+		{"redis cluster and sentinel", []string{"-store", "redis", "-redis-cluster", "-redis-master-name", "m"}},
+		{"negative min replicas", []string{"-redis-min-replicas", "-1"}},
+		{"zero replica timeout", []string{"-redis-replica-timeout", "0s"}},
 		{"empty addr", []string{"-addr", ""}},
 		{"zero shutdown timeout", []string{"-shutdown-timeout", "0s"}},
 		{"unknown flag", []string{"-verbose"}},
@@ -56,14 +62,22 @@ func TestParseFlags(t *testing.T) {
 		args []string
 		want config
 	}{
-		{"defaults", nil, config{addr: "127.0.0.1:8080", store: "memory", redisAddr: "127.0.0.1:6379",
+		{"defaults", nil, config{addr: "127.0.0.1:8080", store: "memory", redisAddr: "127.0.0.1:6379", redisReplicaTimeout: time.Second,
 			ttl: server.DefaultTTL, lockTTL: server.DefaultLockTTL, maxEntries: memstore.DefaultMaxEntries, shutdownTimeout: 10 * time.Second}},
 		{"everything", []string{"-addr", ":9000", "-store", "postgres", "-postgres-url", "postgres://localhost/idem",
 			"-ttl", "1h", "-lock-ttl", "5s", "-max-entries", "10", "-chaos", "-chaos-fail-rate", "0.1",
 			"-chaos-drop-rate", "1", "-chaos-delay-max", "1m", "-shutdown-timeout", "1s"},
-			config{addr: ":9000", store: "postgres", postgresURL: "postgres://localhost/idem", redisAddr: "127.0.0.1:6379",
+			config{addr: ":9000", store: "postgres", postgresURL: "postgres://localhost/idem", redisAddr: "127.0.0.1:6379", redisReplicaTimeout: time.Second,
 				ttl: time.Hour, lockTTL: 5 * time.Second, maxEntries: 10, chaos: true, chaosFailRate: 0.1,
 				chaosDropRate: 1, chaosDelayMax: time.Minute, shutdownTimeout: time.Second}},
+		{"redis sentinel", []string{"-store", "redis", "-redis-addr", "10.0.0.1:26379, 10.0.0.2:26379", "-redis-master-name", "mymaster",
+			"-redis-min-replicas", "1", "-redis-replica-timeout", "250ms", "-redis-allow-eviction"},
+			config{addr: "127.0.0.1:8080", store: "redis", redisAddr: "10.0.0.1:26379, 10.0.0.2:26379", redisMasterName: "mymaster",
+				redisMinReplicas: 1, redisReplicaTimeout: 250 * time.Millisecond, redisAllowEviction: true,
+				ttl: server.DefaultTTL, lockTTL: server.DefaultLockTTL, maxEntries: memstore.DefaultMaxEntries, shutdownTimeout: 10 * time.Second}},
+		{"redis cluster one seed", []string{"-store", "redis", "-redis-addr", "[::1]:7000", "-redis-cluster"},
+			config{addr: "127.0.0.1:8080", store: "redis", redisAddr: "[::1]:7000", redisCluster: true, redisReplicaTimeout: time.Second,
+				ttl: server.DefaultTTL, lockTTL: server.DefaultLockTTL, maxEntries: memstore.DefaultMaxEntries, shutdownTimeout: 10 * time.Second}},
 	}
 	for _, tt := range good {
 		t.Run(tt.name, func(t *testing.T) {

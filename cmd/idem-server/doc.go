@@ -26,6 +26,10 @@
 // It prints "idem-server listening on http://ADDR" on standard output once it
 // accepts connections, logs one JSON line per request on standard error
 // (method, path, status, key, replayed, duration_ms), and shuts down gracefully
-// on SIGINT or SIGTERM. Exit status: 0 after a clean shutdown, 2 for bad flags,
+// on SIGINT or SIGTERM: it stops accepting, lets requests finish for
+// -shutdown-timeout (at most -lock-ttl), then cancels those still running so
+// their stores roll back or release their claims (a retry after a restart runs
+// once, no 409), and closes the stores within 5s; a second signal exits at once.
+// -postgres-url may point at PgBouncer in transaction pooling mode. Exit status: 0 after a clean shutdown, 2 for bad flags,
 // 1 for any other error, 3 for a chaos crash.
 package main

@@ -36,7 +36,18 @@ const connectTimeout = 5 * time.Second
 //   - redis: keys in Redis; payments in PostgreSQL when -postgres-url is given
 //     (two systems: a crash between the payment and the record is the
 //     documented window) and in memory otherwise.
+//
+// The store is wrapped so that every error it returns (the cause of a 503 or
+// an outcome-unknown answer) is logged on the request's line (logRequests).
 func openStore(ctx context.Context, cfg config, logger *slog.Logger) (server.Store, payments.Ledger, func(), error) {
+	store, ledger, cleanup, err := openBackends(ctx, cfg, logger)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return notingStore{store}, ledger, cleanup, nil
+}
+
+func openBackends(ctx context.Context, cfg config, logger *slog.Logger) (server.Store, payments.Ledger, func(), error) {
 	switch cfg.store {
 	case storeMemory:
 		return memstore.New(memstore.WithMaxEntries(cfg.maxEntries)), payments.NewMemLedger(), func() {}, nil
@@ -62,15 +73,10 @@ func openStore(ctx context.Context, cfg config, logger *slog.Logger) (server.Sto
 		}})
 		return store, ledger, func() { stop(); pool.Close() }, nil
 	case storeRedis:
-		rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{cfg.redisAddr}})
-		pctx, cancel := context.WithTimeout(ctx, connectTimeout)
-		err := rdb.Ping(pctx).Err()
-		cancel()
+		store, rdb, err := openRedis(ctx, cfg, logger)
 		if err != nil {
-			_ = rdb.Close()
-			return nil, nil, nil, fmt.Errorf("-store redis: cannot reach Redis at %s: %w", cfg.redisAddr, err)
+			return nil, nil, nil, err
 		}
-		store := redisstore.New(rdb)
 		if cfg.postgresURL == "" {
 			return store, payments.NewMemLedger(), func() { _ = rdb.Close() }, nil
 		}
@@ -84,17 +90,60 @@ func openStore(ctx context.Context, cfg config, logger *slog.Logger) (server.Sto
 	return nil, nil, nil, fmt.Errorf("-store %q: %w", cfg.store, errUsage)
 }
 
+// redisClient builds the client -redis-addr and its companions describe, by
+// go-redis's UniversalClient rules: -redis-master-name selects Sentinel (the
+// addresses are the sentinels'), more than one address a Cluster, one address
+// a single node, unless -redis-cluster makes it a Cluster seed.
+func redisClient(cfg config) redis.UniversalClient {
+	o := &redis.UniversalOptions{Addrs: cfg.redisAddrs(), MasterName: cfg.redisMasterName}
+	if cfg.redisCluster {
+		return redis.NewClusterClient(o.Cluster())
+	}
+	return redis.NewUniversalClient(o)
+}
+
+// openRedis connects to Redis and returns the store; it refuses a Redis whose
+// eviction policy can delete records unless -redis-allow-eviction.
+func openRedis(ctx context.Context, cfg config, logger *slog.Logger) (server.Store, redis.UniversalClient, error) {
+	rdb := redisClient(cfg)
+	pctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	if err := rdb.Ping(pctx).Err(); err != nil {
+		_ = rdb.Close()
+		return nil, nil, fmt.Errorf("-store redis: cannot reach Redis at %s: %w", cfg.redisAddr, err)
+	}
+	opts := []redisstore.Option{redisstore.WithLogger(logger)}
+	if cfg.redisMinReplicas > 0 {
+		opts = append(opts, redisstore.WithMinReplicas(cfg.redisMinReplicas, cfg.redisReplicaTimeout))
+	}
+	if cfg.redisAllowEviction {
+		opts = append(opts, redisstore.WithEvictionAllowed())
+	}
+	store := redisstore.New(rdb, opts...)
+	if err := store.Check(pctx); err != nil {
+		_ = rdb.Close()
+		return nil, nil, fmt.Errorf("-store redis: %w", err)
+	}
+	return store, rdb, nil
+}
+
 // openPostgres connects to url and prepares the payments table.
 func openPostgres(ctx context.Context, url string) (*pgxpool.Pool, *pgpayments.Ledger, error) {
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
+	if _, err := pgxpool.ParseConfig(url); err != nil {
 		return nil, nil, fmt.Errorf("-postgres-url: %w", err)
 	}
+	// NewPool connects once to pick a query mode that also works through
+	// PgBouncer's transaction pooling.
 	pctx, cancel := context.WithTimeout(ctx, connectTimeout)
-	err = pool.Ping(pctx)
+	pool, err := pgstore.NewPool(pctx, url)
+	if err == nil {
+		err = pool.Ping(pctx)
+		if err != nil {
+			pool.Close()
+		}
+	}
 	cancel()
 	if err != nil {
-		pool.Close()
 		return nil, nil, fmt.Errorf("cannot reach PostgreSQL at -postgres-url: %w", err)
 	}
 	ledger, err := pgpayments.New(pool, paymentsTable)

@@ -8,6 +8,7 @@ package servicetest
 import (
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -16,8 +17,16 @@ const (
 	EnvRequire         = "IDEM_REQUIRE_SERVICES"
 	EnvPostgresURL     = "IDEM_POSTGRES_URL"
 	EnvRedisAddr       = "IDEM_REDIS_ADDR"
+	EnvPgBouncerURL    = "IDEM_PGBOUNCER_URL"
 	DefaultPostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 	DefaultRedisAddr   = "127.0.0.1:6379"
+
+	// The optional Redis topologies (.ci/redis-topologies.sh starts them): the
+	// tests that need one skip while its variable is unset, whatever
+	// IDEM_REQUIRE_SERVICES says, and follow the rule above once it is set.
+	EnvRedisClusterAddrs  = "IDEM_REDIS_CLUSTER_ADDRS"  // comma list of Cluster seeds
+	EnvRedisSentinelAddrs = "IDEM_REDIS_SENTINEL_ADDRS" // comma list of sentinels
+	EnvRedisMasterName    = "IDEM_REDIS_MASTER_NAME"    // the Sentinel master's name
 )
 
 // Required reports whether an unreachable server must fail the test.
@@ -25,6 +34,11 @@ func Required() bool { return os.Getenv(EnvRequire) == "1" }
 
 // PostgresURL is the PostgreSQL server the tests use.
 func PostgresURL() string { return getenv(EnvPostgresURL, DefaultPostgresURL) }
+
+// PgBouncerURL is a PgBouncer in transaction pooling mode in front of the
+// PostgreSQL server (.ci/pgbouncer.sh starts one), or "" when not set: the tests
+// through it are then skipped, whatever EnvRequire says.
+func PgBouncerURL() string { return os.Getenv(EnvPgBouncerURL) }
 
 // RedisAddr is the Redis server the tests use.
 func RedisAddr() string { return getenv(EnvRedisAddr, DefaultRedisAddr) }
@@ -41,6 +55,19 @@ func Unreachable(tb testing.TB, format string, args ...any) {
 		return
 	}
 	tb.Skip(msg + "; set " + EnvRequire + "=1 to fail instead of skipping")
+}
+
+// Optional returns the comma-separated list in the environment variable env,
+// or skips tb, saying how to set it, when env is unset: an optional topology
+// is tested only where it has been set up. howto says how to get one.
+func Optional(tb testing.TB, env, howto string) []string {
+	tb.Helper()
+	v := os.Getenv(env)
+	if v == "" {
+		tb.Skip(env + " is not set: " + howto)
+		return nil
+	}
+	return strings.Split(v, ",")
 }
 
 func getenv(name, def string) string {

@@ -55,3 +55,18 @@ func TestAddresses(t *testing.T) {
 		t.Errorf("overrides: %q %q", PostgresURL(), RedisAddr())
 	}
 }
+
+func TestOptional(t *testing.T) {
+	t.Setenv(EnvRequire, "1") // an unset topology skips even in CI
+	t.Setenv(EnvRedisClusterAddrs, "")
+	r := &recorder{}
+	if got := Optional(r, EnvRedisClusterAddrs, "run .ci/redis-topologies.sh start"); got != nil || !r.skipped ||
+		!strings.Contains(r.msg, EnvRedisClusterAddrs) || !strings.Contains(r.msg, "redis-topologies.sh") {
+		t.Fatalf("unset: got %v, skipped %v, message %q", got, r.skipped, r.msg)
+	}
+	t.Setenv(EnvRedisClusterAddrs, "a:1,b:2")
+	r = &recorder{}
+	if got := Optional(r, EnvRedisClusterAddrs, ""); r.skipped || len(got) != 2 || got[0] != "a:1" || got[1] != "b:2" {
+		t.Fatalf("set: got %q, skipped %v", got, r.skipped)
+	}
+}

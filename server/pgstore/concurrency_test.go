@@ -15,8 +15,12 @@ import (
 
 func TestDoConcurrentDuplicatesRunOnce(t *testing.T) {
 	t.Parallel()
+	eachTopology(t, concurrentDuplicatesRunOnce)
+}
+
+func concurrentDuplicatesRunOnce(t *testing.T, tp pgtest.Topology) {
 	const n = 10
-	e := newEnv(t)
+	e := newEnvVia(t, tp)
 	var calls atomic.Int32
 	run := func(ctx context.Context) (*server.Response, bool) {
 		calls.Add(1)
@@ -33,7 +37,9 @@ func TestDoConcurrentDuplicatesRunOnce(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			results[i], errs[i] = e.store.Do(context.Background(), req("dup", "fp"), run)
+			r := req("dup", "fp")
+			r.Wait = time.Duration(i%2) * time.Minute // half wait for the first, half answer at once
+			results[i], errs[i] = e.store.Do(context.Background(), r, run)
 		})
 	}
 	close(start)
@@ -120,32 +126,52 @@ WHERE wait_event_type = 'Lock' AND position($1 in query) > 0`, e.table).Scan(&n)
 	}
 }
 
-func TestDoDuplicateBeyondLockTimeoutIsInProgress(t *testing.T) {
+// TestDoDuplicateBeyondTheWaitIsInProgress: a duplicate waits on the row lock no
+// longer than the smaller of its Request.Wait and WithLockTimeout (Wait 0: at
+// once), then reports in progress, with RetryAfter the rest of the owner's
+// LockTTL, or a mismatch for another fingerprint.
+func TestDoDuplicateBeyondTheWaitIsInProgress(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, pgstore.WithLockTimeout(20*time.Millisecond))
+	eachTopology(t, duplicateBeyondTheWaitIsInProgress)
+}
+
+func duplicateBeyondTheWaitIsInProgress(t *testing.T, tp pgtest.Topology) {
+	e := newEnvVia(t, tp, pgstore.WithLockTimeout(time.Hour))
 	release, done := holdClaim(t, e, req("k", "fp"), true)
 	// Another store on another table with the same scope, key and fingerprint:
 	// its claims are independent of e's.
-	other := newEnv(t)
+	other := newEnvVia(t, tp)
 	calls := 0
 	if res, err := other.store.Do(context.Background(), req("k", "fp"), payRun(t, other, &calls, true)); err != nil || res.Outcome != server.OutcomeExecuted {
 		t.Fatalf("same key on another table = %v, %v; want executed", res.Outcome, err)
 	}
 	for _, tt := range []struct {
-		fp         string
-		want       server.Outcome
-		retryAfter time.Duration
+		fp   string
+		wait time.Duration
+		want server.Outcome
 	}{
-		{"fp", server.OutcomeInProgress, pgstore.InProgressRetryAfter},
-		{"other", server.OutcomeMismatch, 0},
-		{"fp", server.OutcomeInProgress, pgstore.InProgressRetryAfter},
+		{"fp", 0, server.OutcomeInProgress},
+		{"other", 0, server.OutcomeMismatch},
+		{"fp", 30 * time.Millisecond, server.OutcomeInProgress},
+		{"other", 30 * time.Millisecond, server.OutcomeMismatch},
 	} {
-		res, err := e.store.Do(context.Background(), req("k", tt.fp), func(context.Context) (*server.Response, bool) {
+		r := req("k", tt.fp)
+		r.Wait = tt.wait
+		start := time.Now()
+		res, err := e.store.Do(context.Background(), r, func(context.Context) (*server.Response, bool) {
 			t.Error("duplicate ran while the first holds the claim")
 			return nil, false
 		})
-		if err != nil || res.Outcome != tt.want || res.RetryAfter != tt.retryAfter || res.Response != nil {
-			t.Fatalf("duplicate (fingerprint %s) = %+v, %v; want %v with RetryAfter %v", tt.fp, res, err, tt.want, tt.retryAfter)
+		took := time.Since(start)
+		if err != nil || res.Outcome != tt.want || res.Response != nil {
+			t.Fatalf("duplicate (fingerprint %s, wait %v) = %+v, %v; want %v", tt.fp, tt.wait, res, err, tt.want)
+		}
+		if took > 20*time.Second { // the lock timeout is an hour: the wait bounded it
+			t.Fatalf("duplicate (wait %v) answered after %v", tt.wait, took)
+		}
+		// The owner has run for less than its LockTTL: RetryAfter is the rest.
+		if tt.want == server.OutcomeInProgress && (res.RetryAfter <= r.LockTTL-20*time.Second || res.RetryAfter > r.LockTTL) {
+			t.Fatalf("RetryAfter %v, want the rest of the LockTTL %v", res.RetryAfter, r.LockTTL)
 		}
 	}
 	release()
@@ -158,8 +184,16 @@ func TestDoDuplicateBeyondLockTimeoutIsInProgress(t *testing.T) {
 	}
 }
 
+// TestDoDuplicateWaitsForTheFirst: a duplicate that arrives while the first
+// request is written but not yet answered waits on the row lock and gets its
+// replay as soon as it commits; if the first rolls back (5xx, panic) the
+// duplicate runs the handler itself: one payment either way.
 func TestDoDuplicateWaitsForTheFirst(t *testing.T) {
 	t.Parallel()
+	eachTopology(t, duplicateWaitsForTheFirst)
+}
+
+func duplicateWaitsForTheFirst(t *testing.T, tp pgtest.Topology) {
 	tests := []struct {
 		name      string
 		keep      bool
@@ -175,11 +209,13 @@ func TestDoDuplicateWaitsForTheFirst(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, pgstore.WithLockTimeout(time.Minute))
+			e := newEnvVia(t, tp)
 			release, done := holdClaim(t, e, req("k", "fp"), tt.keep)
 			second := make(chan server.Result, 1)
 			go func() {
-				res, err := e.store.Do(context.Background(), req("k", tt.fp), func(ctx context.Context) (*server.Response, bool) {
+				r := req("k", tt.fp)
+				r.Wait = time.Minute // capped by the default lock timeout, 10s
+				res, err := e.store.Do(context.Background(), r, func(ctx context.Context) (*server.Response, bool) {
 					if err := e.ledger.Insert(ctx, paymentFor(ctx)); err != nil {
 						t.Errorf("insert: %v", err)
 					}
@@ -207,7 +243,11 @@ func TestDoDuplicateWaitsForTheFirst(t *testing.T) {
 
 func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.Pool(t, 16)
+	eachTopology(t, migrateIsIdempotentAndConcurrent)
+}
+
+func migrateIsIdempotentAndConcurrent(t *testing.T, tp pgtest.Topology) {
+	pool := tp.Pool(t, 16)
 	table, ledgerTable := pgtest.Table(t, pool, "idem_test"), pgtest.Table(t, pool, "pay_test")
 	store, err := pgstore.New(pool, pgstore.WithTable(table))
 	if err != nil {

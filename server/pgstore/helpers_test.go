@@ -26,8 +26,26 @@ type env struct {
 
 func newEnv(t testing.TB, opts ...pgstore.Option) env {
 	t.Helper()
-	pool := pgtest.Pool(t, 32)
+	return newEnvVia(t, pgtest.Direct, opts...)
+}
+
+// newEnvVia is newEnv with PostgreSQL reached through tp.
+func newEnvVia(t testing.TB, tp pgtest.Topology, opts ...pgstore.Option) env {
+	t.Helper()
+	pool := tp.Pool(t, 32)
 	return newEnvOn(t, pool, pgtest.Table(t, pool, "idem_test"), pgtest.Table(t, pool, "pay_test"), opts...)
+}
+
+// eachTopology runs f as a parallel subtest per topology: PostgreSQL directly
+// and through PgBouncer in transaction mode (skipped unless IDEM_PGBOUNCER_URL).
+func eachTopology(t *testing.T, f func(t *testing.T, tp pgtest.Topology)) {
+	t.Helper()
+	for _, tp := range pgtest.Topologies() {
+		t.Run(tp.Name, func(t *testing.T) {
+			t.Parallel()
+			f(t, tp)
+		})
+	}
 }
 
 func newEnvOn(t testing.TB, pool *pgxpool.Pool, table, ledgerTable string, opts ...pgstore.Option) env {

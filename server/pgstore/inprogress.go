@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -30,29 +31,51 @@ func (s *Store) claimMark(req server.Request) int64 {
 // The owner holds an advisory lock on claimMark of its own request: if that of
 // req is held, the request in progress is this one (OutcomeInProgress);
 // otherwise it is another one (OutcomeMismatch), unless the owner has finished in
-// the meantime, in which case its committed record answers. In the narrow race
-// where the owner rolled back between the lock timeout and the probe, the answer
-// is OutcomeMismatch although the key has just become free.
-func (s *Store) inProgress(ctx context.Context, conn *pgx.Conn, req server.Request) (server.Result, error) {
+// the meantime, in which case its committed record answers. free reports the
+// case where no claim of req's fingerprint is held and no record is live:
+// another fingerprint's claim (a mismatch), or no claim at all (the lock that
+// timed out was another one, such as a wait to extend the table, or the owner
+// has just rolled back); Do then claims once more and, if that times out the
+// same way, answers OutcomeMismatch.
+//
+// RetryAfter estimates the owner's remaining time as req.LockTTL less how long
+// the owner has been running (its transaction began with the claim); when the
+// owner has run longer than that, or its start is not visible, it is
+// InProgressRetryAfter.
+func (s *Store) inProgress(ctx context.Context, conn *pgx.Conn, req server.Request) (res server.Result, free bool, err error) {
 	b := &pgx.Batch{}
 	b.Queue(s.sql.probeOwner, s.claimMark(req))
 	b.Queue(s.sql.readLive, req.Scope, req.Key)
 	br := conn.SendBatch(ctx, b) // two statements, two snapshots: the probe first
 	defer br.Close()
-	var free bool
-	if err := br.QueryRow().Scan(&free); err != nil {
-		return server.Result{}, fmt.Errorf("pgstore: probe: %w", err)
+	var running *float64
+	if err := br.QueryRow().Scan(&free, &running); err != nil {
+		return server.Result{}, false, fmt.Errorf("pgstore: probe: %w", err)
 	}
 	var r record
-	err := br.QueryRow().Scan(&r.fingerprint, &r.owner, &r.state, &r.status, &r.headerNames, &r.headerValues, &r.body)
+	err = br.QueryRow().Scan(&r.fingerprint, &r.owner, &r.state, &r.status, &r.headerNames, &r.headerValues, &r.body)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		if free {
-			return server.Result{Outcome: server.OutcomeMismatch}, nil
+			return server.Result{Outcome: server.OutcomeMismatch}, true, nil
 		}
-		return server.Result{Outcome: server.OutcomeInProgress, RetryAfter: InProgressRetryAfter}, nil
+		return server.Result{Outcome: server.OutcomeInProgress, RetryAfter: remaining(req.LockTTL, running)}, false, nil
 	case err != nil:
-		return server.Result{}, fmt.Errorf("pgstore: read: %w", err)
+		return server.Result{}, false, fmt.Errorf("pgstore: read: %w", err)
 	}
-	return r.result(req.Fingerprint)
+	res, err = r.result(req.Fingerprint)
+	return res, false, err
+}
+
+// remaining is the RetryAfter of an owner that has been running for running
+// seconds (nil: unknown) under a lease of lockTTL.
+func remaining(lockTTL time.Duration, running *float64) time.Duration {
+	if running == nil {
+		return InProgressRetryAfter
+	}
+	left := lockTTL - time.Duration(*running*float64(time.Second))
+	if left < InProgressRetryAfter {
+		return InProgressRetryAfter
+	}
+	return left
 }

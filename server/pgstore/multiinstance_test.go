@@ -17,9 +17,9 @@ import (
 
 // instance is one server process: its own pool, store, middleware and listener,
 // sharing the database (and the tables) with the other instances.
-func newInstance(t *testing.T, table, ledgerTable string) (*httptest.Server, env) {
+func newInstance(t *testing.T, tp pgtest.Topology, table, ledgerTable string) (*httptest.Server, env) {
 	t.Helper()
-	e := newEnvOn(t, pgtest.Pool(t, 16), table, ledgerTable)
+	e := newEnvOn(t, tp.Pool(t, 16), table, ledgerTable)
 	api := &payments.API{Ledger: e.ledger}
 	mux := http.NewServeMux()
 	mux.Handle("POST /payments", server.Middleware(e.store)(http.HandlerFunc(api.Create)))
@@ -30,10 +30,14 @@ func newInstance(t *testing.T, table, ledgerTable string) (*httptest.Server, env
 
 func TestTwoInstancesConcurrentDuplicatesPayOnce(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.Pool(t, 2)
+	eachTopology(t, twoInstancesConcurrentDuplicatesPayOnce)
+}
+
+func twoInstancesConcurrentDuplicatesPayOnce(t *testing.T, tp pgtest.Topology) {
+	pool := tp.Pool(t, 2)
 	table, ledgerTable := pgtest.Table(t, pool, "idem_test"), pgtest.Table(t, pool, "pay_test")
-	a, e := newInstance(t, table, ledgerTable)
-	b, _ := newInstance(t, table, ledgerTable)
+	a, e := newInstance(t, tp, table, ledgerTable)
+	b, _ := newInstance(t, tp, table, ledgerTable)
 
 	post := func(url, key, body string) (int, string, error) {
 		req, err := http.NewRequest(http.MethodPost, url+"/payments", strings.NewReader(body))

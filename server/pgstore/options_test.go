@@ -52,6 +52,13 @@ func TestNewValidatesOptions(t *testing.T) {
 		{"lock timeout 1ms", pgstore.WithLockTimeout(time.Millisecond), ""},
 		{"finish timeout zero", pgstore.WithFinishTimeout(0), "WithFinishTimeout"},
 		{"finish timeout 1s", pgstore.WithFinishTimeout(time.Second), ""},
+		{"acquire timeout zero", pgstore.WithAcquireTimeout(0), "WithAcquireTimeout"},
+		{"acquire timeout negative", pgstore.WithAcquireTimeout(-time.Second), "WithAcquireTimeout"},
+		{"acquire timeout 50ms", pgstore.WithAcquireTimeout(50 * time.Millisecond), ""},
+		{"reserve negative", pgstore.WithReservedConns(-1), "WithReservedConns"},
+		{"reserve the whole pool (4)", pgstore.WithReservedConns(4), "WithReservedConns"},
+		{"reserve all but one", pgstore.WithReservedConns(3), ""},
+		{"no reserve", pgstore.WithReservedConns(0), ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -35,6 +35,10 @@ func (e env) records(t *testing.T) int {
 
 func TestDeleteExpired(t *testing.T) {
 	t.Parallel()
+	eachTopology(t, deleteExpired)
+}
+
+func deleteExpired(t *testing.T, tp pgtest.Topology) {
 	tests := []struct {
 		name          string
 		expired, live int
@@ -49,7 +53,7 @@ func TestDeleteExpired(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t)
+			e := newEnvVia(t, tp)
 			seed(t, e, "old", tt.expired)
 			pgtest.Advance(t, e.pool, e.table, 2*time.Hour)
 			seed(t, e, "new", tt.live)

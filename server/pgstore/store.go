@@ -15,9 +15,10 @@ import (
 	"github.com/idemkit/idem/server"
 )
 
-// InProgressRetryAfter is the RetryAfter Do reports with OutcomeInProgress. The
-// owner's claim is an uncommitted row, so its remaining time is not known; the
-// duplicate has already waited the lock timeout inside Do.
+// InProgressRetryAfter is the RetryAfter Do reports with OutcomeInProgress when it
+// cannot estimate the owner's remaining time: the owner has run longer than its
+// Request.LockTTL, or its start is not visible to this database user (see
+// inProgress).
 const InProgressRetryAfter = time.Second
 
 // sqlstateLockNotAvailable is lock_not_available: lock_timeout expired.
@@ -31,16 +32,24 @@ var (
 	errBadRecord = errors.New("pgstore: malformed record")
 	// errBadRequest: a Request Do cannot honour.
 	errBadRequest = errors.New("pgstore: invalid request")
+	// errNoClaimNoRecord: maxClaims claims in a row met a row their snapshot did
+	// not show; only a stream of commits on one key can do that.
+	errNoClaimNoRecord = errors.New("pgstore: neither claimed nor found a record")
 )
+
+// ErrPoolExhausted is wrapped by Do's error when no pooled connection became free
+// within the acquire timeout (WithAcquireTimeout); the handler did not run.
+var ErrPoolExhausted = errors.New("pgstore: no free connection in the pool")
 
 // Store is a server.Store on PostgreSQL. The claim, the handler's business writes
 // (made through Tx) and the recorded response commit in one transaction. It is
 // safe for concurrent use by any number of goroutines and processes sharing the
 // database.
 type Store struct {
-	pool *pgxpool.Pool
-	cfg  config
-	sql  statements
+	pool  *pgxpool.Pool
+	cfg   config
+	sql   statements
+	slots handlerSlots
 }
 
 var _ server.Store = (*Store)(nil)
@@ -52,13 +61,21 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("%w: New: nil pool", ErrInvalidOption)
 	}
-	cfg := config{table: DefaultTable, lockTimeout: DefaultLockTimeout, finishTimeout: DefaultFinishTimeout}
+	cfg := config{table: DefaultTable, lockTimeout: DefaultLockTimeout, finishTimeout: DefaultFinishTimeout,
+		acquireTimeout: DefaultAcquireTimeout, reserved: -1}
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
 			return nil, err
 		}
 	}
-	return &Store{pool: pool, cfg: cfg, sql: newStatements(cfg.table)}, nil
+	maxConns := int(pool.Config().MaxConns)
+	if cfg.reserved < 0 {
+		cfg.reserved = min(max(1, maxConns/8), maxConns-1)
+	}
+	if cfg.reserved >= maxConns {
+		return nil, fmt.Errorf("%w: WithReservedConns(%d): want fewer than the pool's MaxConns (%d)", ErrInvalidOption, cfg.reserved, maxConns)
+	}
+	return &Store{pool: pool, cfg: cfg, sql: newStatements(cfg.table), slots: newHandlerSlots(maxConns, cfg.reserved)}, nil
 }
 
 // Table returns the name of the table the store uses, as given to WithTable.
@@ -69,84 +86,169 @@ func (s *Store) Table() string { return s.cfg.table }
 // claim it calls run with a context carrying the transaction (see Tx), then either
 // records the response and commits (keep) or rolls back (not keep, or a panic),
 // which also undoes the handler's business writes. A duplicate of a request still
-// in progress waits up to the lock timeout on the row and then replays the
-// response, or reports OutcomeInProgress.
+// in progress waits on the row lock up to req.Wait (at most the lock timeout) and
+// then replays the response, runs if the first rolled back, or reports
+// OutcomeInProgress. The record expires req.TTL after it is written.
 //
-// req.LockTTL is not used: the claim is the row lock of an open transaction, which
-// lives exactly as long as the owner's connection does.
+// req.LockTTL does not bound the claim: the claim is the row lock of an open
+// transaction, which lives exactly as long as the owner's handler (or its
+// connection). It only serves the RetryAfter estimate of OutcomeInProgress.
 func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) (server.Result, error) {
 	if req.TTL < time.Microsecond {
 		return server.Result{}, fmt.Errorf("%w: TTL %v", errBadRequest, req.TTL)
 	}
-	conn, err := s.pool.Acquire(ctx)
+	if req.Wait < 0 {
+		return server.Result{}, fmt.Errorf("%w: Wait %v", errBadRequest, req.Wait)
+	}
+	owner := rand.Text()
+	slot := false // whether this Do holds a handler slot
+	defer func() {
+		if slot {
+			s.slots.release()
+		}
+	}()
+	for {
+		res, needSlot, err := s.do(ctx, req, owner, run, &slot)
+		if !needSlot {
+			return res, err
+		}
+		// The key is free but every handler slot is taken: wait for one
+		// without holding a connection, then claim again.
+		if err := s.slots.wait(ctx, s.cfg.acquireTimeout); err != nil {
+			return server.Result{}, fmt.Errorf("pgstore: %w", err)
+		}
+		slot = true
+	}
+}
+
+// do is one pass of Do on one connection. It returns needSlot, having rolled
+// back and released the connection, when it claimed the key but holds no
+// handler slot and none is free.
+func (s *Store) do(ctx context.Context, req server.Request, owner string, run server.RunFunc, slot *bool) (res server.Result, needSlot bool, err error) {
+	conn, err := s.acquire(ctx)
 	if err != nil {
-		return server.Result{}, fmt.Errorf("pgstore: acquire: %w", err)
+		return server.Result{}, false, err
 	}
 	// Release returns the connection to the pool if its transaction ended, and
 	// closes it otherwise, which makes PostgreSQL roll the transaction back.
 	defer conn.Release()
-	owner := rand.Text()
-	tx, row, claimed, err := s.claim(ctx, conn.Conn(), req, owner)
-	if err != nil {
-		s.rollback(ctx, tx) // no-op (ErrTxClosed) if BEGIN itself failed
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == sqlstateLockNotAvailable {
-			return s.inProgress(ctx, conn.Conn(), req)
+	for attempt := 0; ; attempt++ {
+		tx, row, claim, err := s.claim(ctx, conn.Conn(), req, owner)
+		if err != nil {
+			s.rollback(ctx, tx) // no-op (ErrTxClosed) if BEGIN itself failed
+			var pgErr *pgconn.PgError
+			if !errors.As(err, &pgErr) || pgErr.Code != sqlstateLockNotAvailable {
+				return server.Result{}, false, fmt.Errorf("pgstore: claim: %w", err)
+			}
+			res, free, err := s.inProgress(ctx, conn.Conn(), req)
+			if free && attempt < maxClaims-1 {
+				// No claim of this fingerprint, no record: the lock that timed
+				// out was not the row of an owner (a wait to extend the table
+				// under load), or the owner has just rolled back. Claim again.
+				continue
+			}
+			return res, false, err
 		}
-		return server.Result{}, fmt.Errorf("pgstore: claim: %w", err)
+		switch claim {
+		case claimHeld:
+			if !*slot && !s.slots.try() {
+				s.rollback(ctx, tx)
+				return server.Result{}, true, nil
+			}
+			*slot = true
+			res, err := s.execute(ctx, conn.Conn(), tx, req, owner, run)
+			return res, false, err
+		case claimStopped:
+			s.rollback(ctx, tx) // read only; ends the transaction
+			res, err := row.result(req.Fingerprint)
+			return res, false, err
+		}
+		s.rollback(ctx, tx)
+		if attempt == maxClaims-1 {
+			return server.Result{}, false, fmt.Errorf("pgstore: claim: %w", errNoClaimNoRecord)
+		}
 	}
-	if !claimed {
-		s.rollback(ctx, tx) // read only; ends the transaction
-		return row.result(req.Fingerprint)
-	}
-	return s.execute(ctx, conn.Conn(), tx, req, owner, run)
 }
 
-// claim begins a transaction on conn and runs the claim and the read in it, all
-// in one round trip: BEGIN is the first statement of the pipeline (pgx's
-// Batch.BeginTx). The transaction comes back whatever the error, for the caller
-// to roll back; it is closed already if BEGIN failed.
-func (s *Store) claim(ctx context.Context, conn *pgx.Conn, req server.Request, owner string) (pgx.Tx, record, bool, error) {
+// maxClaims bounds the claims of one Do: a claim that finds neither the key
+// free nor a record is repeated with a new snapshot (see claim's SQL); it takes
+// a concurrent commit to get there, so two are nearly always enough.
+const maxClaims = 3
+
+// What a claim found.
+type claimResult int
+
+const (
+	claimNone    claimResult = iota // neither: claim again
+	claimHeld                       // this transaction holds the claim
+	claimStopped                    // a live record stops the claim
+)
+
+// acquire takes a connection from the pool, waiting at most the acquire timeout.
+func (s *Store) acquire(ctx context.Context) (*pgxpool.Conn, error) {
+	actx, cancel := context.WithTimeoutCause(ctx, s.cfg.acquireTimeout, ErrPoolExhausted)
+	defer cancel()
+	conn, err := s.pool.Acquire(actx)
+	if err != nil {
+		if ctx.Err() == nil && errors.Is(context.Cause(actx), ErrPoolExhausted) {
+			err = fmt.Errorf("%w (%d in use, waited %v)", ErrPoolExhausted, s.pool.Stat().AcquiredConns(), s.cfg.acquireTimeout)
+		}
+		return nil, fmt.Errorf("pgstore: acquire: %w", err)
+	}
+	return conn, nil
+}
+
+// minLockWait is the shortest lock_timeout of a claim, what a Wait of zero gets
+// (lock_timeout 0 would mean no limit). lock_timeout bounds every lock the
+// claim waits for, not only an owner's row: under load, inserting can wait
+// for the lock that extends the table; 20ms makes a time-out on it rare, and
+// Do claims again after one (see inProgress).
+const minLockWait = 20 * time.Millisecond
+
+// lockWait is the claim's lock_timeout in milliseconds: req.Wait, at most the
+// lock timeout, at least minLockWait.
+func (s *Store) lockWait(req server.Request) string {
+	d := max(min(req.Wait, s.cfg.lockTimeout), minLockWait)
+	return strconv.FormatInt(d.Milliseconds(), 10)
+}
+
+// claim begins a transaction on conn and claims (req.Scope, req.Key) or reads
+// the record that stops the claim, in one round trip: BEGIN is the first
+// statement of the pipeline (pgx's Batch.BeginTx), the claim the second. The
+// transaction comes back whatever the error, for the caller to roll back; it is
+// closed already if BEGIN failed.
+func (s *Store) claim(ctx context.Context, conn *pgx.Conn, req server.Request, owner string) (pgx.Tx, record, claimResult, error) {
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
-	b.Queue(s.sql.setLockWait, strconv.FormatInt(s.cfg.lockTimeout.Milliseconds(), 10))
-	b.Queue(s.sql.claim, req.Scope, req.Key, req.Fingerprint, owner, req.TTL.Microseconds(), s.claimMark(req))
-	b.Queue(s.sql.read, req.Scope, req.Key)
+	b.Queue(s.sql.claim, req.Scope, req.Key, req.Fingerprint, owner, req.TTL.Microseconds(), s.claimMark(req), s.lockWait(req))
 	br := conn.SendBatch(ctx, b)
 	tx := br.Tx()
-	r, claimed, err := s.claimResults(br, owner)
+	r, found, err := claimResults(br, owner)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		return tx, record{}, false, err
-	}
-	return tx, r, claimed, nil
+	return tx, r, found, err
 }
 
 // claimResults reads the results of claim's pipeline, BEGIN's first.
-func (s *Store) claimResults(br pgx.BatchResults, owner string) (record, bool, error) {
+func claimResults(br pgx.BatchResults, owner string) (record, claimResult, error) {
 	if _, err := br.Exec(); err != nil {
-		return record{}, false, fmt.Errorf("begin: %w", err)
-	}
-	if _, err := br.Exec(); err != nil {
-		return record{}, false, err
-	}
-	var got string
-	claimed := true
-	if err := br.QueryRow().Scan(&got, nil); errors.Is(err, pgx.ErrNoRows) {
-		claimed = false
-	} else if err != nil {
-		return record{}, false, err
+		return record{}, claimNone, fmt.Errorf("begin: %w", err)
 	}
 	var r record
-	if err := br.QueryRow().Scan(&r.fingerprint, &r.owner, &r.state, &r.status, &r.headerNames, &r.headerValues, &r.body, nil); err != nil {
-		return record{}, false, err
+	var held bool
+	err := br.QueryRow().Scan(&held, &r.owner, &r.fingerprint, &r.state, &r.status, &r.headerNames, &r.headerValues, &r.body)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return record{}, claimNone, nil
+	case err != nil:
+		return record{}, claimNone, err
+	case held && r.owner != owner:
+		return record{}, claimNone, errLostClaim
+	case held:
+		return record{}, claimHeld, nil
 	}
-	if claimed && r.owner != owner {
-		return record{}, false, errLostClaim
-	}
-	return r, claimed, nil
+	return r, claimStopped, nil
 }
 
 // execute calls run inside the claim's transaction and ends the transaction.
@@ -181,7 +283,7 @@ func (s *Store) recordAndCommit(ctx context.Context, conn *pgx.Conn, req server.
 	defer cancel()
 	names, values := encodeHeader(resp.Header)
 	b := &pgx.Batch{}
-	b.Queue(s.sql.record, req.Scope, req.Key, owner, resp.Status, names, values, resp.Body)
+	b.Queue(s.sql.record, req.Scope, req.Key, owner, resp.Status, names, values, resp.Body, req.TTL.Microseconds())
 	b.Queue("COMMIT")
 	br := conn.SendBatch(fctx, b)
 	defer br.Close()

@@ -13,10 +13,15 @@ import (
 // TestContract runs the store contract suite against PostgreSQL: each scenario
 // gets fresh tables, effects written as payments through pgstore.Tx (so the
 // payment and the record commit together: Transactional), and an Advance that
-// shifts the table's timestamps back, the store's clock being the server's.
+// shifts the table's timestamps back, the store's clock being the server's; on
+// PostgreSQL directly and through PgBouncer in transaction mode.
 func TestContract(t *testing.T) {
+	eachTopology(t, func(t *testing.T, tp pgtest.Topology) { contract(t, tp) })
+}
+
+func contract(t *testing.T, tp pgtest.Topology) {
 	storetest.Run(t, func(t *testing.T) storetest.Fixture {
-		pool := pgtest.Pool(t, 32)
+		pool := tp.Pool(t, 32)
 		e := newEnvOn(t, pool, pgtest.Table(t, pool, "idem_suite"), pgtest.Table(t, pool, "pay_suite"),
 			pgstore.WithLockTimeout(200*time.Millisecond))
 		return storetest.Fixture{

@@ -19,8 +19,8 @@ type txKey struct{}
 //
 // The handler must not end the transaction: Commit returns ErrSharedTx and changes
 // nothing; Rollback does roll back, after which the store cannot record the
-// response and Do fails with server.ErrNotRecorded (the middleware answers 503 and
-// a retry runs the handler again). For a partial rollback use tx.Begin, which
+// response and Do fails with server.ErrNotRecorded; nothing was committed, so a
+// retry runs the handler again, correctly. For a partial rollback use tx.Begin, which
 // opens a savepoint.
 func Tx(ctx context.Context) pgx.Tx {
 	tx, _ := ctx.Value(txKey{}).(pgx.Tx)

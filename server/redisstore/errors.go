@@ -18,4 +18,14 @@ var (
 	// written in an encoding this build does not read (for example by a newer
 	// version of the package during a rolling upgrade).
 	ErrUnknownVersion = errors.New("redisstore: unknown record encoding version")
+
+	// ErrNotReplicated is wrapped by Do's error when WithMinReplicas is set and
+	// fewer replicas than asked acknowledged the claim in time. The claim was
+	// released and the handler did not run.
+	ErrNotReplicated = errors.New("redisstore: not acknowledged by enough replicas")
+
+	// ErrEvictionPolicy is wrapped by the error of Check and Do when a Redis
+	// node's maxmemory-policy can evict the store's records and
+	// WithEvictionAllowed was not given. The handler does not run.
+	ErrEvictionPolicy = errors.New("redisstore: the Redis maxmemory-policy can evict idempotency records")
 )

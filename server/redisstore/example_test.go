@@ -1,6 +1,8 @@
 package redisstore_test
 
 import (
+	"context"
+	"log"
 	"net/http"
 	"time"
 
@@ -23,4 +25,21 @@ func Example() {
 	mux := http.NewServeMux()
 	mux.Handle("POST /payments", server.Middleware(store, server.WithLockTTL(10*time.Second))(http.HandlerFunc(api.Create)))
 	_ = http.ListenAndServe("127.0.0.1:8080", mux)
+}
+
+// Through Sentinel, with every claim and record acknowledged by a replica
+// before it counts, so that a failover loses neither; Check refuses a Redis
+// whose eviction policy could delete records. (Not run: it needs Sentinel.)
+func Example_sentinel() {
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{
+		MasterName: "mymaster",
+		Addrs:      []string{"10.0.0.1:26379", "10.0.0.2:26379", "10.0.0.3:26379"}, // the sentinels
+	})
+	defer func() { _ = rdb.Close() }()
+	store := redisstore.New(rdb, redisstore.WithMinReplicas(1, time.Second))
+	if err := store.Check(context.Background()); err != nil {
+		log.Fatal(err) // for example: maxmemory-policy allkeys-lru
+	}
+	api := &payments.API{Ledger: payments.NewMemLedger()}
+	_ = http.ListenAndServe("127.0.0.1:8080", server.Middleware(store)(http.HandlerFunc(api.Create)))
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"testing"
@@ -78,15 +79,33 @@ func testPrefix(t testing.TB, c redis.UniversalClient) string {
 func deletePrefix(t testing.TB, c redis.UniversalClient, prefix string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	it := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-	for it.Next(ctx) {
-		if err := c.Del(ctx, it.Val()).Err(); err != nil {
-			t.Errorf("cleanup: DEL %q: %v", it.Val(), err)
+	err := scanEach(ctx, c, prefix, func(node *redis.Client, key string) error {
+		return node.Del(ctx, key).Err()
+	})
+	if err != nil {
+		t.Errorf("cleanup of %q: %v", prefix, err)
+	}
+}
+
+// scanEach calls f with every key under prefix and the node that holds it:
+// SCAN sees one node's keys only, so on a Cluster it runs on every master.
+func scanEach(ctx context.Context, c redis.UniversalClient, prefix string, f func(node *redis.Client, key string) error) error {
+	scan := func(ctx context.Context, node *redis.Client) error {
+		it := node.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		for it.Next(ctx) {
+			if err := f(node, it.Val()); err != nil {
+				return fmt.Errorf("%q: %w", it.Val(), err)
+			}
 		}
+		return it.Err()
 	}
-	if err := it.Err(); err != nil {
-		t.Errorf("cleanup: SCAN %q: %v", prefix, err)
+	switch c := c.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, scan)
+	case *redis.Client:
+		return scan(ctx, c)
 	}
+	return fmt.Errorf("scanEach: unsupported client %T", c)
 }
 
 // newTestStore returns a store on the shared client under a fresh prefix.
@@ -120,14 +139,11 @@ func advance(t testing.TB, c redis.UniversalClient, prefix string, d time.Durati
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	it := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-	for it.Next(ctx) {
-		if err := advanceScript.Run(ctx, c, []string{it.Val()}, d.Milliseconds()).Err(); err != nil {
-			t.Fatalf("advance %q: %v", it.Val(), err)
-		}
-	}
-	if err := it.Err(); err != nil {
-		t.Fatalf("advance: SCAN %q: %v", prefix, err)
+	err := scanEach(ctx, c, prefix, func(node *redis.Client, key string) error {
+		return advanceScript.Run(ctx, node, []string{key}, d.Milliseconds()).Err()
+	})
+	if err != nil {
+		t.Fatalf("advance %q: %v", prefix, err)
 	}
 }
 

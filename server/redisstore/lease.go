@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/idemkit/idem/server"
 )
 
 // lease renews one claim while its handler runs.
@@ -27,12 +29,12 @@ func (s *Store) renewEvery(lockTTL time.Duration) time.Duration {
 // startLease starts renewing the claim, which was granted no earlier than
 // granted. When the claim is lost, it calls lost with the reason (wrapping
 // ErrLeaseLost) and stops.
-func (s *Store) startLease(key string, claim []byte, lockTTL time.Duration, granted time.Time, lost context.CancelCauseFunc) *lease {
+func (s *Store) startLease(key string, claim []byte, req server.Request, granted time.Time, lost context.CancelCauseFunc) *lease {
 	ctx, quit := context.WithCancel(context.Background())
 	l := &lease{ctx: ctx, quit: quit, done: make(chan struct{})}
 	go func() {
 		defer close(l.done)
-		if err := s.renewUntilStopped(ctx, key, claim, lockTTL, granted); err != nil {
+		if err := s.renewUntilStopped(ctx, key, claim, req, granted); err != nil {
 			l.err = err
 			lost(err)
 		}
@@ -56,7 +58,8 @@ func (l *lease) stop() error {
 // expiry time (granted or last renewal sent + lockTTL, never later than Redis's
 // own) only matters when Redis does not answer: failed renewals are retried
 // until then, and a renewal that fails at or past it loses the lease.
-func (s *Store) renewUntilStopped(ctx context.Context, key string, claim []byte, lockTTL time.Duration, granted time.Time) error {
+func (s *Store) renewUntilStopped(ctx context.Context, key string, claim []byte, req server.Request, granted time.Time) error {
+	lockTTL := req.LockTTL
 	interval := s.renewEvery(lockTTL)
 	retry := max(interval/4, time.Millisecond)
 	expires := granted.Add(lockTTL) // in Redis the lease lasts at least until then
@@ -77,7 +80,7 @@ func (s *Store) renewUntilStopped(ctx context.Context, key string, claim []byte,
 			deadline = expires
 		}
 		rctx, cancel := context.WithDeadline(ctx, deadline)
-		n, err := renewScript.Run(rctx, s.client, []string{key}, claim, millis(lockTTL)).Int64()
+		n, err := renewScript.Run(rctx, s.client, []string{key}, claim, millis(lockTTL), millis(claimKeyTTL(req))).Int64()
 		cancel()
 		switch {
 		case ctx.Err() != nil:

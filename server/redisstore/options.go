@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -17,9 +18,13 @@ const DefaultOpTimeout = 2 * time.Second
 type Option func(*config)
 
 type config struct {
-	prefix        string
-	renewInterval time.Duration // 0: Request.LockTTL / 3
-	opTimeout     time.Duration
+	prefix          string
+	renewInterval   time.Duration // 0: Request.LockTTL / 3
+	opTimeout       time.Duration
+	minReplicas     int           // 0: no WAIT
+	replicaTimeout  time.Duration // WAIT's timeout when minReplicas > 0
+	evictionAllowed bool
+	logger          *slog.Logger // nil: no logging
 }
 
 // WithPrefix sets the prefix of every key the store writes (default "idem:").
@@ -57,5 +62,49 @@ func WithOpTimeout(d time.Duration) Option {
 			panic(fmt.Sprintf("redisstore: WithOpTimeout: the timeout must be positive, got %v", d))
 		}
 		c.opTimeout = d
+	}
+}
+
+// WithMinReplicas makes every claim and every record wait (Redis WAIT) until n
+// replicas have acknowledged it, for at most timeout each. A claim that is not
+// acknowledged in time is released and Do fails before the handler runs (the
+// middleware answers 503; nothing ran). A record that is not acknowledged in
+// time is still answered with the handler's response (the effect happened: a
+// 503 would invite a second one); a warning is logged and the store keeps
+// writing and WAITing for it in the background. See the package documentation
+// for what this does and does not promise. n must be at least 1 and timeout
+// positive; the client must be a *redis.Client (standalone or Sentinel) or a
+// *redis.ClusterClient.
+func WithMinReplicas(n int, timeout time.Duration) Option {
+	return func(c *config) {
+		if n < 1 {
+			panic(fmt.Sprintf("redisstore: WithMinReplicas: n must be at least 1, got %d", n))
+		}
+		if timeout <= 0 {
+			panic(fmt.Sprintf("redisstore: WithMinReplicas: the timeout must be positive, got %v", timeout))
+		}
+		c.minReplicas, c.replicaTimeout = n, timeout
+	}
+}
+
+// WithEvictionAllowed lets the store run on a Redis whose maxmemory-policy can
+// evict its keys (every policy but noeviction: records carry a TTL, so the
+// volatile-* policies take them too). By default Do and Check refuse such a
+// Redis with ErrEvictionPolicy, since an evicted record makes its key a new
+// operation and a retry runs the handler again.
+func WithEvictionAllowed() Option {
+	return func(c *config) { c.evictionAllowed = true }
+}
+
+// WithLogger sets where the store logs what it cannot return: a record not
+// acknowledged by the replicas, a response recorded late in the background
+// after a Redis failure, or given up on, and a Redis that does not let it
+// read maxmemory-policy. By default the store logs nothing.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) {
+		if l == nil {
+			panic("redisstore: WithLogger: nil logger")
+		}
+		c.logger = l
 	}
 }

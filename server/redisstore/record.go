@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/idemkit/idem/server"
 )
@@ -14,14 +15,23 @@ import (
 // length-prefixed fields (uvarint lengths). Version 1 is the only one this build
 // reads or writes; any other leading byte is rejected with ErrUnknownVersion.
 //
-//	claim:  0x01 'c' token(16 bytes) fingerprint
+//	claim:  0x01 'l' token(16 bytes) deadline(13 digits) suspect(13 digits) fingerprint
+//	        (0x01 'c' token(16 bytes) fingerprint: a claim written by an earlier
+//	        release, whose lease is the key's PTTL; still read, never written)
 //	record: 0x01 'r' fingerprint status header-count {name value-count {value}} body
 //
 // where fingerprint, name, value and body are each a uvarint length followed by
-// that many bytes, and status and the counts are uvarints.
+// that many bytes, and status and the counts are uvarints. A claim's deadline
+// (when its lease ends) and suspect (when a claimant first found the lease
+// ended, 0 if none) are Redis server times (TIME) in Unix milliseconds, as
+// 13 ASCII digits at fixed offsets, so the Lua scripts can read and rewrite
+// them; the first 18 bytes (version, kind, token) identify the owner.
 const (
 	encodingVersion byte = 1
-	kindClaim       byte = 'c'
+	kindClaim       byte = 'l'
+	kindClaimV0     byte = 'c'
+	timeDigits           = 13
+	ownerLen             = 2 + tokenLen // version, kind, token: what the scripts compare
 	kindRecord      byte = 'r'
 	tokenLen             = 16
 )
@@ -29,17 +39,36 @@ const (
 // entry is a decoded value: a claim (in progress) or a finished record.
 type entry struct {
 	claim       bool
+	kind        byte
 	token       [tokenLen]byte // claims only
+	deadline    string         // leased claims only: timeDigits digits
+	suspect     string         // leased claims only: timeDigits digits
 	fingerprint string
 	resp        *server.Response // records only
 }
 
-// encodeClaim returns the value of an in-progress claim. It doubles as the
-// owner's compare-and-set operand: the scripts compare the whole stored value
-// with it, so the random token makes it unique to one owner.
+// encodeClaim returns the value of a new in-progress claim, with deadline and
+// suspect zero: the claim script writes it with its deadline filled in. Its
+// first ownerLen bytes are the owner's compare-and-set operand: the random
+// token makes them unique to one owner.
 func encodeClaim(token [tokenLen]byte, fingerprint string) []byte {
-	b := make([]byte, 0, 2+tokenLen+binary.MaxVarintLen64+len(fingerprint))
+	zero := strings.Repeat("0", timeDigits)
+	return encodeLeasedClaim(token, zero, zero, fingerprint)
+}
+
+func encodeLeasedClaim(token [tokenLen]byte, deadline, suspect, fingerprint string) []byte {
+	b := make([]byte, 0, ownerLen+2*timeDigits+binary.MaxVarintLen64+len(fingerprint))
 	b = append(b, encodingVersion, kindClaim)
+	b = append(b, token[:]...)
+	b = append(b, deadline...)
+	b = append(b, suspect...)
+	return appendString(b, fingerprint)
+}
+
+// encodeClaimV0 returns a claim as releases before leased claims wrote it.
+func encodeClaimV0(token [tokenLen]byte, fingerprint string) []byte {
+	b := make([]byte, 0, ownerLen+binary.MaxVarintLen64+len(fingerprint))
+	b = append(b, encodingVersion, kindClaimV0)
 	b = append(b, token[:]...)
 	return appendString(b, fingerprint)
 }
@@ -91,15 +120,18 @@ func decodeEntry(v []byte) (entry, error) {
 		return entry{}, fmt.Errorf("%w: version %d (this build reads version %d)", ErrUnknownVersion, v[0], encodingVersion)
 	}
 	d := decoder{buf: v[2:]}
-	var e entry
+	e := entry{kind: v[1]}
 	switch v[1] {
-	case kindClaim:
+	case kindClaim, kindClaimV0:
 		if len(d.buf) < tokenLen {
 			return entry{}, fmt.Errorf("%w: claim token truncated", ErrCorruptRecord)
 		}
 		e.claim = true
 		copy(e.token[:], d.buf)
 		d.buf = d.buf[tokenLen:]
+		if v[1] == kindClaim {
+			e.deadline, e.suspect = d.digits(), d.digits()
+		}
 		e.fingerprint = d.string()
 	case kindRecord:
 		e.fingerprint = d.string()
@@ -155,6 +187,26 @@ func (d *decoder) bytes() []byte {
 }
 
 func (d *decoder) string() string { return string(d.bytes()) }
+
+// digits reads a fixed-width time: timeDigits ASCII digits.
+func (d *decoder) digits() string {
+	if d.err != nil {
+		return ""
+	}
+	if len(d.buf) < timeDigits {
+		d.err = fmt.Errorf("claim time truncated")
+		return ""
+	}
+	t := d.buf[:timeDigits]
+	for _, c := range t {
+		if c < '0' || c > '9' {
+			d.err = fmt.Errorf("claim time %q is not digits", t)
+			return ""
+		}
+	}
+	d.buf = d.buf[timeDigits:]
+	return string(t)
+}
 
 func (d *decoder) response() *server.Response {
 	status := d.uvarint("status", math.MaxInt32)

@@ -73,9 +73,15 @@ func TestRecordRoundTrip(t *testing.T) {
 func TestClaimRoundTrip(t *testing.T) {
 	t.Parallel()
 	tok := [tokenLen]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 255}
-	e, err := decodeEntry(encodeClaim(tok, "abc"))
-	if err != nil || !e.claim || e.token != tok || e.fingerprint != "abc" || e.resp != nil {
-		t.Fatalf("decoded %+v, %v", e, err)
+	for _, v := range [][]byte{encodeClaim(tok, "abc"), encodeClaimV0(tok, "abc"),
+		encodeLeasedClaim(tok, "1796038357360", "1796038357999", "abc")} {
+		e, err := decodeEntry(v)
+		if err != nil || !e.claim || e.token != tok || e.fingerprint != "abc" || e.resp != nil {
+			t.Fatalf("decoded %q: %+v, %v", v, e, err)
+		}
+	}
+	if _, err := decodeEntry(encodeLeasedClaim(tok, "17960383573x0", "0000000000000", "abc")); !errors.Is(err, ErrCorruptRecord) {
+		t.Fatalf("a claim time with a non-digit: %v, want ErrCorruptRecord", err)
 	}
 }
 
@@ -95,6 +101,8 @@ func TestDecodeRejectsEveryTruncation(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	f.Add(encodeRecord("fp", &server.Response{Status: 200, Header: http.Header{"A": {"x", "y"}}, Body: []byte("b\x00")}))
 	f.Add(encodeClaim([tokenLen]byte{7}, "fp"))
+	f.Add(encodeLeasedClaim([tokenLen]byte{7}, "1796038357360", "0000000000000", "fp"))
+	f.Add(encodeClaimV0([tokenLen]byte{7}, "fp"))
 	f.Add([]byte{1, 'r', 0, 200, 1, 0, 0})
 	f.Add([]byte{2})
 	f.Fuzz(func(t *testing.T, v []byte) {
@@ -106,9 +114,12 @@ func FuzzDecode(f *testing.F) {
 			return
 		}
 		var again []byte
-		if e.claim {
-			again = encodeClaim(e.token, e.fingerprint)
-		} else {
+		switch {
+		case e.claim && e.kind == kindClaimV0:
+			again = encodeClaimV0(e.token, e.fingerprint)
+		case e.claim:
+			again = encodeLeasedClaim(e.token, e.deadline, e.suspect, e.fingerprint)
+		default:
 			again = encodeRecord(e.fingerprint, e.resp)
 		}
 		if !bytes.Equal(again, v) {

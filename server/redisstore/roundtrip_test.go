@@ -62,8 +62,12 @@ func TestRoundTrips(t *testing.T) {
 	c := newClient(t)
 	counter := &commandCounter{scripts: map[string]int{}}
 	s := New(c, WithPrefix(testPrefix(t, sharedRedis(t))))
-	// Warm up: open the connection and load every script on the server, so
-	// the counts below are steady-state (no NOSCRIPT fallback).
+	// Warm up: open the connection, check the eviction policy (once per
+	// store) and load every script on the server, so the counts below are
+	// steady-state (no NOSCRIPT fallback).
+	if err := s.checkOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	for _, sc := range []*redis.Script{claimScript, finishScript, renewScript, releaseScript} {
 		if err := sc.Load(context.Background(), c).Err(); err != nil {
 			t.Fatal(err)

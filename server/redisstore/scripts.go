@@ -3,30 +3,82 @@ package redisstore
 import "github.com/redis/go-redis/v9"
 
 // Each script touches exactly one key (KEYS[1]), so every one of them runs on a
-// single Redis Cluster slot. Values are compared whole: a claim's value holds
-// the owner's random token, so "the stored value equals my claim" is the
-// compare-and-set on (key, owner token). Lua strings are binary-safe.
+// single Redis Cluster slot. A claim's first 18 bytes (version, kind 'l', the
+// owner's random token) identify its owner: "the stored value starts with my
+// 18 bytes" is the compare-and-set on (key, owner token). The lease is inside
+// the claim (deadline, suspect: 13-digit Unix milliseconds of Redis's TIME at
+// bytes 19-31 and 32-44, 1-based as Lua counts), and the key itself lives as
+// long as a record would, so an outage of Redis cannot make a claim vanish by
+// expiry: a takeover needs proof that the owner is gone (see claimScript).
+// Lua strings are binary-safe.
 
-// claimScript takes the key if it is free, else reports what holds it.
+// nowLua sets now to Redis's clock in milliseconds.
+const nowLua = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+`
+
+// claimScript takes the key if it is free, or if its claim's owner has proven
+// gone, else reports what holds it.
 //
-//	ARGV[1] the claim value, ARGV[2] the lock TTL in milliseconds.
-//	Returns 1 when the claim was set, else {current value, its PTTL}.
-var claimScript = redis.NewScript(`
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+//	ARGV[1] the claim (deadline and suspect zero), ARGV[2] the lock TTL in ms,
+//	ARGV[3] the key's TTL in ms, ARGV[4] the grace in ms.
+//	Returns 1 when the claim is now the caller's, else {current value, ms}:
+//	for a live claim the rest of its lease, for an expired one the rest of
+//	its grace, for anything else the key's PTTL.
+//
+// A claim whose lease deadline has passed is not taken at once: its owner may
+// be alive and only cut off from Redis (an outage, a restart), about to renew
+// it or to record its response. The first claimant to see it expired marks it
+// suspect (now); the key can be taken only once a whole grace period has passed
+// since, with Redis up, without the owner renewing (which clears the mark) or
+// finishing. The owner's scripts do not look at the mark.
+var claimScript = redis.NewScript(nowLua + `
+local function claim(deadline)
+  return string.sub(ARGV[1], 1, 18) .. string.format('%013d', deadline) ..
+    string.rep('0', 13) .. string.sub(ARGV[1], 45)
+end
+local v = redis.call('GET', KEYS[1])
+if not v then
+  redis.call('SET', KEYS[1], claim(now + tonumber(ARGV[2])), 'PX', ARGV[3])
   return 1
 end
-return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])}
+if string.sub(v, 1, 2) ~= string.sub(ARGV[1], 1, 2) then
+  return {v, redis.call('PTTL', KEYS[1])}
+end
+if string.sub(v, 1, 18) == string.sub(ARGV[1], 1, 18) then
+  return 1
+end
+local deadline = tonumber(string.sub(v, 19, 31))
+local suspect = tonumber(string.sub(v, 32, 44))
+local grace = tonumber(ARGV[4])
+if deadline > now then
+  return {v, deadline - now}
+end
+if suspect == 0 then
+  v = string.sub(v, 1, 31) .. string.format('%013d', now) .. string.sub(v, 45)
+  redis.call('SET', KEYS[1], v, 'KEEPTTL')
+  return {v, grace}
+end
+if now - suspect < grace then
+  return {v, grace - (now - suspect)}
+end
+redis.call('SET', KEYS[1], claim(now + tonumber(ARGV[2])), 'PX', ARGV[3])
+return 1
 `)
 
 // finishScript replaces the caller's claim with the finished record.
 //
-//	ARGV[1] the claim value, ARGV[2] the record, ARGV[3] the record TTL in ms.
-//	Returns 1 when the record is stored, 0 when the claim is no longer the
-//	caller's. A repeat of a call that already succeeded (a client-side retry)
-//	finds its own record and also returns 1.
+//	ARGV[1] the claim, ARGV[2] the record, ARGV[3] the record TTL in ms.
+//	Returns 1 when the record is stored, 0 when another value holds the key.
+//	The record is also written when the key holds nothing: the caller's claim
+//	was lost (a Redis restart without persistence, a failover) and nobody
+//	claimed the key since, so the caller's run is the only one. A repeat of a
+//	call that already succeeded (a client-side retry, or the background retry
+//	after a failure) finds its own record and also returns 1.
 var finishScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
-if v == ARGV[1] then
+if not v or string.sub(v, 1, 18) == string.sub(ARGV[1], 1, 18) then
   redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
   return 1
 end
@@ -36,26 +88,31 @@ end
 return 0
 `)
 
-// renewScript extends the caller's claim.
+// renewScript extends the caller's claim: a new deadline, no suspect mark, and
+// the key's TTL again (a handler may run longer than a record lives).
 //
-//	ARGV[1] the claim value, ARGV[2] the lock TTL in milliseconds.
+//	ARGV[1] the claim, ARGV[2] the lock TTL in milliseconds, ARGV[3] the key's
+//	TTL in milliseconds.
 //	Returns 1 when renewed, 0 when the claim is no longer the caller's.
-var renewScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+var renewScript = redis.NewScript(nowLua + `
+local v = redis.call('GET', KEYS[1])
+if v and string.sub(v, 1, 18) == string.sub(ARGV[1], 1, 18) then
+  redis.call('SET', KEYS[1], string.sub(v, 1, 18) .. string.format('%013d', now + tonumber(ARGV[2])) ..
+    string.rep('0', 13) .. string.sub(v, 45), 'PX', ARGV[3])
+  return 1
 end
 return 0
 `)
 
 // releaseScript deletes the caller's claim.
 //
-//	ARGV[1] the claim value.
+//	ARGV[1] the claim.
 //	Returns 1 when the key no longer holds the caller's claim and was not taken
-//	by another owner (deleted now, or already gone: expired, or a client-side
-//	retry of a release that succeeded), 0 when another value holds the key.
+//	by another owner (deleted now, or already gone: a client-side retry of a
+//	release that succeeded), 0 when another value holds the key.
 var releaseScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
-if v == ARGV[1] then
+if v and string.sub(v, 1, 18) == string.sub(ARGV[1], 1, 18) then
   redis.call('DEL', KEYS[1])
   return 1
 end

@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -20,6 +22,13 @@ import (
 type Store struct {
 	client redis.UniversalClient
 	cfg    config
+
+	checkMu sync.Mutex
+	checked atomic.Bool // Check passed once: Do does not ask again
+
+	// onPoll, when set (tests), is called each time a waiting Do finds the
+	// owner still running, before it sleeps.
+	onPoll func()
 }
 
 var _ server.Store = (*Store)(nil)
@@ -27,7 +36,8 @@ var _ server.Store = (*Store)(nil)
 // New returns a Store that keeps its records in Redis through client, which may
 // be a standalone, Sentinel (failover) or Cluster client. The store does not own
 // the client: closing it is the caller's job. New panics if client is nil or an
-// option is invalid, naming the option.
+// option is invalid, naming the option. New does not contact Redis: Check, or
+// the first Do, verifies its eviction policy.
 func New(client redis.UniversalClient, opts ...Option) *Store {
 	if client == nil {
 		panic("redisstore: New: nil client")
@@ -36,12 +46,27 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 	for _, o := range opts {
 		o(&cfg)
 	}
+	if cfg.minReplicas > 0 {
+		switch client.(type) {
+		case *redis.Client, *redis.ClusterClient:
+		default:
+			panic(fmt.Sprintf("redisstore: WithMinReplicas: needs a *redis.Client or *redis.ClusterClient, got %T", client))
+		}
+	}
 	return &Store{client: client, cfg: cfg}
 }
 
 // ErrInvalidRequest is wrapped by Do's error when the server.Request cannot be
-// stored (empty key, non-positive TTL or LockTTL). run is not called.
+// stored (empty key, non-positive TTL or LockTTL, negative Wait). run is not
+// called.
 var ErrInvalidRequest = errors.New("redisstore: invalid request")
+
+// Polling while a duplicate waits for the owner (Request.Wait): the first
+// look after pollFirst, doubling up to pollCap.
+const (
+	pollFirst = 5 * time.Millisecond
+	pollCap   = 50 * time.Millisecond
+)
 
 // Do implements server.Store. See the package documentation for the Redis
 // commands it sends and what each outcome costs.
@@ -52,20 +77,48 @@ func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) 
 	if err := ctx.Err(); err != nil {
 		return server.Result{}, fmt.Errorf("redisstore: claim: %w", context.Cause(ctx))
 	}
+	if err := s.checkOnce(ctx); err != nil {
+		return server.Result{}, err
+	}
 	key := s.key(req.Scope, req.Key)
 	var token [tokenLen]byte
 	_, _ = rand.Read(token[:]) // crypto/rand.Read never fails
 	claim := encodeClaim(token, req.Fingerprint)
 
-	granted := time.Now() // the lease runs from no later than this
-	held, pttl, err := s.claim(ctx, key, claim, req.LockTTL)
-	if err != nil {
-		return server.Result{}, err
+	waitUntil := time.Now().Add(req.Wait)
+	poll := pollFirst
+	for {
+		granted := time.Now() // the lease runs from no later than this
+		held, pttl, err := s.acquire(ctx, key, claim, req)
+		if err != nil {
+			return server.Result{}, err
+		}
+		if held == nil {
+			return s.execute(ctx, key, claim, req, granted, run)
+		}
+		res, err := answerExisting(held, pttl, req.Fingerprint)
+		if err != nil || res.Outcome != server.OutcomeInProgress {
+			return res, err
+		}
+		// Another owner runs the handler: look again until it finishes
+		// (replay), releases (claim and run), or the wait is over. A waiter
+		// holds nothing in Redis: each look is one claim script.
+		sleep := min(poll, time.Until(waitUntil))
+		if sleep <= 0 {
+			return res, nil
+		}
+		if s.onPoll != nil {
+			s.onPoll()
+		}
+		t := time.NewTimer(sleep)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return res, nil // the client left: it no longer waits for an answer
+		case <-t.C:
+		}
+		poll = min(2*poll, pollCap)
 	}
-	if held != nil {
-		return answerExisting(held, pttl, req.Fingerprint)
-	}
-	return s.execute(ctx, key, claim, req, granted, run)
 }
 
 func checkRequest(req server.Request) error {
@@ -76,6 +129,8 @@ func checkRequest(req server.Request) error {
 		return fmt.Errorf("%w: TTL %v is not positive", ErrInvalidRequest, req.TTL)
 	case req.LockTTL <= 0:
 		return fmt.Errorf("%w: LockTTL %v is not positive", ErrInvalidRequest, req.LockTTL)
+	case req.Wait < 0:
+		return fmt.Errorf("%w: Wait %v is negative", ErrInvalidRequest, req.Wait)
 	}
 	return nil
 }
@@ -94,10 +149,12 @@ func (s *Store) key(scope, key string) string {
 }
 
 // claim runs claimScript. It returns held == nil when the claim is now the
-// caller's, else the value that holds the key and its remaining time to live.
-func (s *Store) claim(ctx context.Context, key string, claim []byte, lockTTL time.Duration) (held []byte, pttl time.Duration, err error) {
+// caller's, else the value that holds the key and, for a claim, the rest of
+// its lease (or of its grace, once the lease ended), for a record its TTL.
+func (s *Store) claim(ctx context.Context, c redis.Scripter, key string, claim []byte, req server.Request) (held []byte, left time.Duration, err error) {
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.opTimeout)
-	res, err := claimScript.Run(cctx, s.client, []string{key}, claim, millis(lockTTL)).Result()
+	res, err := claimScript.Run(cctx, c, []string{key}, claim, millis(req.LockTTL),
+		millis(claimKeyTTL(req)), millis(grace(req.LockTTL))).Result()
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -117,11 +174,6 @@ func (s *Store) claim(ctx context.Context, key string, claim []byte, lockTTL tim
 			v, okV := r[0].(string)
 			ms, okT := r[1].(int64)
 			if okV && okT {
-				if v == string(claim) {
-					// A client-side retry of a claim whose first attempt
-					// succeeded: the claim is ours.
-					return nil, 0, nil
-				}
 				return []byte(v), time.Duration(max(ms, 0)) * time.Millisecond, nil
 			}
 		}
@@ -149,7 +201,7 @@ func answerExisting(held []byte, pttl time.Duration, fingerprint string) (server
 func (s *Store) execute(ctx context.Context, key string, claim []byte, req server.Request, granted time.Time, run server.RunFunc) (server.Result, error) {
 	hctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	l := s.startLease(key, claim, req.LockTTL, granted, cancel)
+	l := s.startLease(key, claim, req, granted, cancel)
 
 	returned := false
 	defer func() {
@@ -161,36 +213,179 @@ func (s *Store) execute(ctx context.Context, key string, claim []byte, req serve
 	resp, keep := run(hctx)
 	returned = true
 
-	if err := l.stop(); err != nil {
-		// The claim may still be ours if Redis only failed for a while; a
-		// compare-and-set release cannot hurt a newer owner.
-		_ = s.release(ctx, key, claim)
-		return server.Result{}, fmt.Errorf("redisstore: %w: %w", server.ErrNotRecorded, err)
-	}
+	leaseErr := l.stop()
 	if !keep || resp == nil {
-		if err := s.release(ctx, key, claim); err != nil {
-			return server.Result{}, fmt.Errorf("redisstore: %w: %w", server.ErrNotRecorded, err)
+		// Not to be kept: free the key so a retry runs again. A failed
+		// release is not reported: the claim expires within LockTTL.
+		if err := s.release(ctx, key, claim); err != nil || leaseErr != nil {
+			return server.Result{}, fmt.Errorf("redisstore: %w: %w", server.ErrNotRecorded, errors.Join(leaseErr, err))
 		}
 		return server.Result{Outcome: server.OutcomeExecuted, Response: resp}, nil
 	}
-	if err := s.finish(ctx, key, claim, encodeRecord(req.Fingerprint, resp), req.TTL); err != nil {
-		return server.Result{}, err
+	// The handler's effect happened. Record it even if the lease was lost
+	// while Redis was unreachable: finish succeeds while the key holds this
+	// claim or nothing, and only fails when another owner took it.
+	record := encodeRecord(req.Fingerprint, resp)
+	err := s.record(ctx, key, claim, record, req.TTL)
+	switch {
+	case err == nil:
+		// Recorded (if the lease had been lost, Redis was back before anyone
+		// took the key).
+		return server.Result{Outcome: server.OutcomeExecuted, Response: resp}, nil
+	case errors.Is(err, ErrLeaseLost):
+		// Another owner holds the key: its record is the one that counts.
+		return server.Result{}, fmt.Errorf("redisstore: %w: %w", server.ErrNotRecorded, errors.Join(leaseErr, err))
+	case errors.Is(err, ErrNotReplicated):
+		// Written to the master, not acknowledged by enough replicas in
+		// time. The effect happened: answer it, and keep making the record
+		// durable in the background.
+		s.logWarn("record not acknowledged by the replicas in time; answering the handler's response and retrying in the background",
+			key, err)
+		go s.settle(ctx, key, claim, record, req.TTL)
+		return server.Result{Outcome: server.OutcomeExecuted, Response: resp}, nil
 	}
-	return server.Result{Outcome: server.OutcomeExecuted, Response: resp}, nil
+	// Redis failed: the claim stays (it is never released here), and the
+	// store keeps trying to record the response in the background, so a
+	// retry waits for it and replays it instead of running the handler again.
+	go s.settle(ctx, key, claim, record, req.TTL)
+	return server.Result{}, fmt.Errorf("redisstore: %w: %w", server.ErrNotRecorded, errors.Join(leaseErr, err))
 }
 
-// finish runs finishScript with a context detached from the request.
-func (s *Store) finish(ctx context.Context, key string, claim, record []byte, ttl time.Duration) error {
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.opTimeout)
+// record writes the finished record over the caller's claim (or over nothing)
+// and, with WithMinReplicas, WAITs for the replicas. It returns an error
+// wrapping ErrLeaseLost when another value holds the key, ErrNotReplicated
+// when the record was written but not acknowledged in time, or the Redis error.
+func (s *Store) record(ctx context.Context, key string, claim, record []byte, ttl time.Duration) error {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.opTimeout+s.cfg.replicaTimeout)
 	defer cancel()
-	n, err := finishScript.Run(dctx, s.client, []string{key}, claim, record, millis(ttl)).Int64()
+	var c redis.Scripter = s.client
+	if s.cfg.minReplicas > 0 {
+		conn, err := s.conn(dctx, key)
+		if err != nil {
+			return fmt.Errorf("redisstore: recording the response: %w", err)
+		}
+		defer func() { _ = conn.Close() }()
+		c = conn
+	}
+	n, err := finishScript.Run(dctx, c, []string{key}, claim, record, millis(ttl)).Int64()
 	switch {
 	case err != nil:
-		return fmt.Errorf("redisstore: %w: recording the response: %w", server.ErrNotRecorded, err)
+		return fmt.Errorf("redisstore: recording the response: %w", err)
 	case n != 1:
-		return fmt.Errorf("redisstore: %w: %w: the claim expired or another owner holds the key", server.ErrNotRecorded, ErrLeaseLost)
+		return fmt.Errorf("redisstore: %w: the claim expired and another owner holds the key", ErrLeaseLost)
+	}
+	if conn, ok := c.(*redis.Conn); ok {
+		return s.waitReplicas(dctx, conn)
 	}
 	return nil
+}
+
+// settle keeps trying to record a response whose first attempt failed (Redis
+// unreachable, or the replicas did not acknowledge it), with capped backoff,
+// until it is recorded (and acknowledged), another owner holds the key, or the
+// record's TTL has passed (it would have expired by then). It runs in the
+// background, after Do returned.
+func (s *Store) settle(ctx context.Context, key string, claim, record []byte, ttl time.Duration) {
+	giveUp := time.Now().Add(ttl)
+	delay := 20 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		time.Sleep(delay) // backoff between attempts
+		err := s.record(ctx, key, claim, record, ttl)
+		switch {
+		case err == nil:
+			s.logInfo("response recorded in the background", key, "attempts", attempt)
+			return
+		case errors.Is(err, ErrLeaseLost):
+			s.logWarn("giving up recording the response: another owner holds the key", key, err)
+			return
+		case time.Now().After(giveUp):
+			s.logWarn("giving up recording the response: its TTL has passed", key, err)
+			return
+		}
+		delay = min(2*delay, settleCap)
+	}
+}
+
+// settleCap bounds the wait between two attempts of settle: once Redis is
+// back, the owner's record lands within about this long.
+const settleCap = 250 * time.Millisecond
+
+// acquire claims key (claimScript) and, with WithMinReplicas, WAITs for the
+// replicas to acknowledge the claim, releasing it and failing with
+// ErrNotReplicated if they do not in time. held and pttl are as for claim.
+func (s *Store) acquire(ctx context.Context, key string, claim []byte, req server.Request) (held []byte, pttl time.Duration, err error) {
+	if s.cfg.minReplicas == 0 {
+		return s.claim(ctx, s.client, key, claim, req)
+	}
+	conn, err := s.conn(ctx, key)
+	if err != nil {
+		return nil, 0, fmt.Errorf("redisstore: claim: %w", err)
+	}
+	defer func() { _ = conn.Close() }()
+	held, pttl, err = s.claim(ctx, conn, key, claim, req)
+	if err != nil || held != nil {
+		return held, pttl, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.opTimeout+s.cfg.replicaTimeout)
+	defer cancel()
+	if err := s.waitReplicas(wctx, conn); err != nil {
+		_ = s.release(ctx, key, claim)
+		return nil, 0, fmt.Errorf("redisstore: claim: %w", err)
+	}
+	return nil, 0, nil
+}
+
+// conn returns a connection to the master that holds key, so that a write and
+// the WAIT after it go over one connection (WAIT counts the replication of
+// that connection's writes). Close it after use.
+func (s *Store) conn(ctx context.Context, key string) (*redis.Conn, error) {
+	switch c := s.client.(type) {
+	case *redis.Client:
+		return c.Conn(), nil
+	case *redis.ClusterClient:
+		node, err := c.MasterForKey(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		return node.Conn(), nil
+	}
+	return nil, fmt.Errorf("WithMinReplicas: unsupported client %T", s.client) // New refused it
+}
+
+// waitReplicas runs WAIT on conn: nil when at least minReplicas replicas have
+// acknowledged conn's writes within replicaTimeout, else an error wrapping
+// ErrNotReplicated (or the Redis error).
+func (s *Store) waitReplicas(ctx context.Context, conn *redis.Conn) error {
+	n, err := conn.Wait(ctx, s.cfg.minReplicas, s.cfg.replicaTimeout).Result()
+	switch {
+	case err != nil:
+		return fmt.Errorf("WAIT: %w", err)
+	case n < int64(s.cfg.minReplicas):
+		return fmt.Errorf("%w: %d of %d replicas within %v", ErrNotReplicated, n, s.cfg.minReplicas, s.cfg.replicaTimeout)
+	}
+	return nil
+}
+
+func (s *Store) logWarn(msg, key string, err error) {
+	if s.cfg.logger != nil {
+		s.cfg.logger.Warn("redisstore: "+msg, "redis_key", truncate(key), "err", err)
+	}
+}
+
+func (s *Store) logInfo(msg, key string, args ...any) {
+	if s.cfg.logger != nil {
+		s.cfg.logger.Info("redisstore: "+msg, append([]any{"redis_key", truncate(key)}, args...)...)
+	}
+}
+
+// truncate bounds a Redis key in a log line (idempotency keys are up to 255
+// characters; the prefix and scope hash add about 70).
+func truncate(key string) string {
+	const max = 160
+	if len(key) > max {
+		return key[:max] + "..."
+	}
+	return key
 }
 
 // release runs releaseScript with a context detached from the request. It
@@ -205,6 +400,24 @@ func (s *Store) release(ctx context.Context, key string, claim []byte) error {
 		return fmt.Errorf("%w: another owner holds the key", ErrLeaseLost)
 	}
 	return nil
+}
+
+// minGrace is the shortest grace (see grace).
+const minGrace = time.Second
+
+// grace is how long a claim whose lease ended must stay suspect, with Redis up,
+// before another request may take the key: long enough for a live owner that
+// was only cut off from Redis to get back in (its renewal retries every quarter
+// renew interval, its background finish every settleCap). A third of lockTTL,
+// and at least minGrace.
+func grace(lockTTL time.Duration) time.Duration { return max(lockTTL/3, minGrace) }
+
+// claimKeyTTL is how long the key of a claim lives in Redis: as long as the
+// record would, and at least the lease plus its grace. The lease itself is
+// inside the value, so an outage of Redis, however long, cannot expire a claim
+// whose owner is about to record its response.
+func claimKeyTTL(req server.Request) time.Duration {
+	return max(req.TTL, req.LockTTL+grace(req.LockTTL))
 }
 
 // millis converts d to whole milliseconds for PX and PEXPIRE, rounding up so a

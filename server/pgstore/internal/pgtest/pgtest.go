@@ -3,7 +3,9 @@
 //
 // The server is IDEM_POSTGRES_URL (default DefaultURL). When it cannot be
 // reached the tests are skipped with a message saying how to run them, unless
-// IDEM_REQUIRE_SERVICES=1, in which case they fail.
+// IDEM_REQUIRE_SERVICES=1, in which case they fail. Tests that run on every
+// Topology also run through PgBouncer in transaction mode when
+// IDEM_PGBOUNCER_URL is set (.ci/pgbouncer.sh start).
 package pgtest
 
 import (
@@ -18,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/idem/internal/servicetest"
+	"github.com/idemkit/idem/server/pgstore"
 )
 
 // DefaultURL is the server the tests use when IDEM_POSTGRES_URL is not set.
@@ -28,17 +31,56 @@ func URL() string { return servicetest.PostgresURL() }
 
 // Pool returns a pool on the test server with at most maxConns connections,
 // closed when the test ends, or skips (fails, with IDEM_REQUIRE_SERVICES=1) the
-// test when the server cannot be reached.
+// test when the server cannot be reached. Like every pool here it is built as
+// pgstore.NewPool builds one.
 func Pool(tb testing.TB, maxConns int32) *pgxpool.Pool {
 	tb.Helper()
-	cfg, err := pgxpool.ParseConfig(URL())
+	return Direct.Pool(tb, maxConns)
+}
+
+// A Topology is one way of reaching the test server.
+type Topology struct {
+	Name string // subtest name
+	env  string // the variable that holds its URL
+	url  func() string
+}
+
+// The topologies the store is tested on.
+var (
+	// Direct is PostgreSQL itself, at IDEM_POSTGRES_URL.
+	Direct = Topology{Name: "direct", env: servicetest.EnvPostgresURL, url: servicetest.PostgresURL}
+	// PgBouncer is PgBouncer in transaction pooling mode in front of it, at
+	// IDEM_PGBOUNCER_URL; tests through it are skipped when that is not set.
+	PgBouncer = Topology{Name: "pgbouncer", env: servicetest.EnvPgBouncerURL, url: servicetest.PgBouncerURL}
+)
+
+// URL is tp's connection string; "" if its variable is not set.
+func (tp Topology) URL() string { return tp.url() }
+
+// Topologies lists every topology, for tests that run on each (t.Run(tp.Name, ...)).
+func Topologies() []Topology { return []Topology{Direct, PgBouncer} }
+
+// Pool returns a pool through tp with at most maxConns connections, closed when
+// the test ends. An unset URL skips the test with a message saying how to set it;
+// an unreachable server skips it too, or fails it with IDEM_REQUIRE_SERVICES=1.
+func (tp Topology) Pool(tb testing.TB, maxConns int32) *pgxpool.Pool {
+	tb.Helper()
+	url := tp.url()
+	if url == "" {
+		tb.Skipf("pgtest: %s not set: start PgBouncer in transaction mode (.ci/pgbouncer.sh start prints its URL) and set %s to run the tests through it", tp.env, tp.env)
+	}
+	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		tb.Fatalf("pgtest: IDEM_POSTGRES_URL: %v", err)
+		tb.Fatalf("pgtest: %s: %v", tp.env, err)
 	}
 	cfg.MaxConns = maxConns
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	err = pgstore.ConfigurePool(ctx, cfg)
+	var pool *pgxpool.Pool
+	if err == nil {
+		pool, err = pgxpool.NewWithConfig(ctx, cfg)
+	}
 	if err == nil {
 		err = pool.Ping(ctx)
 	}
@@ -46,7 +88,7 @@ func Pool(tb testing.TB, maxConns int32) *pgxpool.Pool {
 		if pool != nil {
 			pool.Close()
 		}
-		servicetest.Unreachable(tb, "pgtest: PostgreSQL not reachable at %s (%v): start PostgreSQL there or set IDEM_POSTGRES_URL", redact(URL()), err)
+		servicetest.Unreachable(tb, "pgtest: %s not reachable at %s (%v): start it there or set %s", tp.Name, redact(url), err, tp.env)
 	}
 	tb.Cleanup(pool.Close)
 	return pool

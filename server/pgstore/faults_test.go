@@ -1,0 +1,286 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem/internal/demo/payments"
+	"github.com/idemkit/idem/server"
+	"github.com/idemkit/idem/server/pgstore"
+	"github.com/idemkit/idem/server/pgstore/internal/pgtest"
+)
+
+// TestDoRecordExpiresTTLAfterTheRecord (issue 12, 4): a handler that runs longer
+// than the TTL still leaves a record that lives TTL from when it was written, so
+// an immediate retry replays instead of paying again. The handler "runs an hour"
+// by moving its own claim's times back an hour, in its transaction.
+func TestDoRecordExpiresTTLAfterTheRecord(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := req("k", "fp")
+	r.TTL = time.Minute
+	calls := 0
+	pay := payRun(t, e, &calls, true)
+	res, err := e.store.Do(context.Background(), r, func(ctx context.Context) (*server.Response, bool) {
+		if _, err := pgstore.Tx(ctx).Exec(ctx, "UPDATE "+e.table+
+			" SET created_at = created_at - interval '1 hour', expires_at = expires_at - interval '1 hour'"); err != nil {
+			t.Errorf("aging the claim: %v", err)
+		}
+		return pay(ctx)
+	})
+	if err != nil || res.Outcome != server.OutcomeExecuted {
+		t.Fatalf("first = %v, %v", res.Outcome, err)
+	}
+	res, err = e.store.Do(context.Background(), r, pay)
+	if err != nil || res.Outcome != server.OutcomeReplayed || calls != 1 || e.count(t) != 1 {
+		t.Fatalf("immediate retry = %v, %v; %d runs, %d payments; want a replay of the one payment", res.Outcome, err, calls, e.count(t))
+	}
+	var left time.Duration
+	if err := e.pool.QueryRow(context.Background(), "SELECT (extract(epoch FROM expires_at - clock_timestamp()) * 1e6)::bigint * 1000 FROM "+e.table).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left <= 30*time.Second || left > time.Minute {
+		t.Fatalf("record expires in %v, want about the TTL (1m) from the record", left)
+	}
+}
+
+// hold starts a Do whose handler writes a payment, signals, then waits for the
+// returned finish function to say how to end: answer 201 (keep), 500 (not
+// kept) or panic. It returns once the claim is held.
+func hold(t *testing.T, e env, r server.Request) (finish func(how string), done <-chan struct{}) {
+	t.Helper()
+	claimed := make(chan struct{})
+	how := make(chan string, 1)
+	var once sync.Once
+	finish = func(h string) { once.Do(func() { how <- h }) }
+	t.Cleanup(func() { finish("keep") })
+	fin := make(chan struct{})
+	go func() {
+		defer close(fin)
+		defer func() { _ = recover() }() // the "panic" ending: Do re-panics after rolling back
+		_, err := e.store.Do(context.Background(), r, func(ctx context.Context) (*server.Response, bool) {
+			if err := e.ledger.Insert(ctx, paymentFor(ctx)); err != nil {
+				t.Errorf("insert: %v", err)
+			}
+			close(claimed)
+			switch <-how {
+			case "panic":
+				panic("handler panics after its business write")
+			case "500":
+				return &server.Response{Status: 500}, false
+			}
+			return &server.Response{Status: 201, Body: []byte("first")}, true
+		})
+		if err != nil {
+			t.Errorf("holding Do: %v", err)
+		}
+	}()
+	select {
+	case <-claimed:
+	case <-fin:
+		t.Fatal("holding Do returned without running its handler")
+	}
+	return finish, fin
+}
+
+// TestDoWaiterRunsWhenTheFirstFails (issue 8): the first request is written but
+// not answered; a duplicate waits on it; the first then fails (5xx or panic) and
+// rolls back its payment: the waiter runs the handler itself. One payment.
+func TestDoWaiterRunsWhenTheFirstFails(t *testing.T) {
+	t.Parallel()
+	eachTopology(t, func(t *testing.T, tp pgtest.Topology) {
+		for _, how := range []string{"500", "panic"} {
+			t.Run(how, func(t *testing.T) {
+				t.Parallel()
+				e := newEnvVia(t, tp)
+				finish, firstDone := hold(t, e, req("k", "fp"))
+				second := make(chan server.Result, 1)
+				calls := 0
+				go func() {
+					r := req("k", "fp")
+					r.Wait = 5 * time.Second
+					res, err := e.store.Do(context.Background(), r, payRun(t, e, &calls, true))
+					if err != nil {
+						t.Errorf("waiter: %v", err)
+					}
+					second <- res
+				}()
+				waitForLockWaiter(t, e)
+				finish(how)
+				<-firstDone
+				if res := <-second; res.Outcome != server.OutcomeExecuted || calls != 1 || e.count(t) != 1 {
+					t.Fatalf("waiter = %v, %d runs, %d payments; want executed, exactly one payment", res.Outcome, calls, e.count(t))
+				}
+			})
+		}
+	})
+}
+
+// TestDoWaitEndsWhenTheClientLeaves (issue 8): a waiting duplicate whose context
+// ends stops waiting at once; the first request is unaffected.
+func TestDoWaitEndsWhenTheClientLeaves(t *testing.T) {
+	t.Parallel()
+	eachTopology(t, func(t *testing.T, tp pgtest.Topology) {
+		e := newEnvVia(t, tp, pgstore.WithLockTimeout(time.Hour))
+		finish, firstDone := hold(t, e, req("k", "fp"))
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() {
+			r := req("k", "fp")
+			r.Wait = time.Hour
+			_, err := e.store.Do(ctx, r, func(context.Context) (*server.Response, bool) {
+				t.Error("the duplicate ran")
+				return nil, false
+			})
+			errc <- err
+		}()
+		waitForLockWaiter(t, e)
+		cancel()
+		select {
+		case err := <-errc:
+			if err == nil {
+				t.Fatal("cancelled wait returned no error")
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("the wait did not end with the client")
+		}
+		finish("keep")
+		<-firstDone
+		res, err := e.store.Do(context.Background(), req("k", "fp"), nil)
+		if err != nil || res.Outcome != server.OutcomeReplayed || e.count(t) != 1 {
+			t.Fatalf("after = %v, %v, %d payments; want the first's replay", res.Outcome, err, e.count(t))
+		}
+	})
+}
+
+// TestPoolExhaustedFailsFast (issue 12, 7): slow handlers hold every pooled
+// connection (no reserve); replays, duplicates and new keys fail within the
+// acquire timeout (503 with Retry-After through the middleware) instead of
+// hanging, and run again once a connection is free.
+func TestPoolExhaustedFailsFast(t *testing.T) {
+	t.Parallel()
+	eachTopology(t, func(t *testing.T, tp pgtest.Topology) {
+		pool := tp.Pool(t, 2)
+		e := newEnvOn(t, pool, pgtest.Table(t, pool, "idem_test"), pgtest.Table(t, pool, "pay_test"),
+			pgstore.WithAcquireTimeout(100*time.Millisecond), pgstore.WithReservedConns(0))
+		calls := 0
+		if res, err := e.store.Do(context.Background(), req("done", "fp"), payRun(t, e, &calls, true)); err != nil || res.Outcome != server.OutcomeExecuted {
+			t.Fatalf("first of done = %v, %v", res.Outcome, err)
+		}
+		finishA, doneA := hold(t, e, req("a", "fp"))
+		finishB, doneB := hold(t, e, req("b", "fp"))
+
+		for _, key := range []string{"done", "a", "new"} {
+			start := time.Now()
+			_, err := e.store.Do(context.Background(), req(key, "fp"), func(context.Context) (*server.Response, bool) {
+				t.Errorf("%s ran without a connection", key)
+				return nil, false
+			})
+			if !errors.Is(err, pgstore.ErrPoolExhausted) {
+				t.Fatalf("Do %s on a full pool = %v, want ErrPoolExhausted", key, err)
+			}
+			if took := time.Since(start); took > 10*time.Second {
+				t.Fatalf("Do %s failed after %v", key, took)
+			}
+		}
+		api := &payments.API{Ledger: e.ledger}
+		srv := httptest.NewServer(server.Middleware(e.store)(http.HandlerFunc(api.Create)))
+		t.Cleanup(srv.Close)
+		hreq, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(`{"customer":"c","amount":1,"currency":"EUR"}`))
+		hreq.Header.Set("Idempotency-Key", "http")
+		resp, err := http.DefaultClient.Do(hreq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+			t.Fatalf("through the middleware: %d, Retry-After %q; want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+
+		finishA("keep")
+		finishB("keep")
+		<-doneA
+		<-doneB
+		if res, err := e.store.Do(context.Background(), req("done", "fp"), nil); err != nil || res.Outcome != server.OutcomeReplayed {
+			t.Fatalf("replay once connections are free = %v, %v", res.Outcome, err)
+		}
+		if n := e.count(t); n != 3 {
+			t.Fatalf("%d payments, want 3", n)
+		}
+	})
+}
+
+// TestMigrateWhileAClaimIsHeld: an instance that starts (Migrate) while another
+// serves a slow handler does not wait for it: with the table and index in
+// place, Migrate takes no lock a claim holds (CREATE INDEX IF NOT EXISTS would).
+func TestMigrateWhileAClaimIsHeld(t *testing.T) {
+	t.Parallel()
+	eachTopology(t, func(t *testing.T, tp pgtest.Topology) {
+		e := newEnvVia(t, tp)
+		finish, done := hold(t, e, req("k", "fp"))
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := e.store.Migrate(ctx); err != nil {
+			t.Fatalf("Migrate while a claim is held = %v", err)
+		}
+		finish("keep")
+		<-done
+	})
+}
+
+// TestReplaysDoNotWaitBehindSlowHandlers (issue 12, 7): with the default reserve
+// (one of three connections), two slow handlers take every handler slot; a
+// replay and a duplicate are still answered at once on the reserved
+// connection, a new key fails with ErrPoolExhausted within the acquire timeout
+// without running, and runs once a handler has finished.
+func TestReplaysDoNotWaitBehindSlowHandlers(t *testing.T) {
+	t.Parallel()
+	eachTopology(t, func(t *testing.T, tp pgtest.Topology) {
+		pool := tp.Pool(t, 3)
+		e := newEnvOn(t, pool, pgtest.Table(t, pool, "idem_test"), pgtest.Table(t, pool, "pay_test"),
+			pgstore.WithAcquireTimeout(100*time.Millisecond))
+		calls := 0
+		if res, err := e.store.Do(context.Background(), req("done", "fp"), payRun(t, e, &calls, true)); err != nil || res.Outcome != server.OutcomeExecuted {
+			t.Fatalf("first of done = %v, %v", res.Outcome, err)
+		}
+		finishA, doneA := hold(t, e, req("a", "fp"))
+		finishB, doneB := hold(t, e, req("b", "fp"))
+
+		mustNotRun := func(context.Context) (*server.Response, bool) {
+			t.Error("ran beyond the handler slots")
+			return nil, false
+		}
+		for range 3 {
+			if res, err := e.store.Do(context.Background(), req("done", "fp"), mustNotRun); err != nil || res.Outcome != server.OutcomeReplayed {
+				t.Fatalf("replay beside two slow handlers = %v, %v; want a replay", res.Outcome, err)
+			}
+			if res, err := e.store.Do(context.Background(), req("a", "fp"), mustNotRun); err != nil || res.Outcome != server.OutcomeInProgress {
+				t.Fatalf("duplicate beside two slow handlers = %v, %v; want in progress", res.Outcome, err)
+			}
+		}
+		if _, err := e.store.Do(context.Background(), req("c", "fp"), mustNotRun); !errors.Is(err, pgstore.ErrPoolExhausted) {
+			t.Fatalf("a third handler = %v, want ErrPoolExhausted", err)
+		}
+		var n int
+		if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM "+e.table+" WHERE key = 'c'").Scan(&n); err != nil || n != 0 {
+			t.Fatalf("the refused claim left %d rows (%v)", n, err)
+		}
+
+		finishA("keep")
+		<-doneA
+		if res, err := e.store.Do(context.Background(), req("c", "fp"), payRun(t, e, &calls, true)); err != nil || res.Outcome != server.OutcomeExecuted {
+			t.Fatalf("c once a slot is free = %v, %v", res.Outcome, err)
+		}
+		finishB("keep")
+		<-doneB
+		if n := e.count(t); n != 4 {
+			t.Fatalf("%d payments, want 4", n)
+		}
+	})
+}

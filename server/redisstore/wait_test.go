@@ -1,0 +1,161 @@
+package redisstore
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem/server"
+)
+
+// polling returns a store whose waiters report their n-th poll on the
+// returned channel (closed once): the duplicate is then known to be waiting.
+func polling(t *testing.T, n int32) (*Store, <-chan struct{}, *atomic.Int32) {
+	s, _ := newTestStore(t)
+	waiting := make(chan struct{})
+	var once sync.Once
+	var polls atomic.Int32
+	s.onPoll = func() {
+		if polls.Add(1) >= n {
+			once.Do(func() { close(waiting) })
+		}
+	}
+	return s, waiting, &polls
+}
+
+// startOwner runs Do for r in the background with a handler that waits for
+// release and then answers with answer (kept when keep); it returns once the
+// handler runs.
+func startOwner(t *testing.T, s *Store, r server.Request, effects *atomic.Int32, answer func() (*server.Response, bool)) (release chan<- struct{}, done <-chan error) {
+	t.Helper()
+	started, rel, d := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		defer func() { _ = recover() }() // the panicking owner's panic ends here
+		_, err := s.Do(context.Background(), r, func(context.Context) (*server.Response, bool) {
+			close(started)
+			<-rel
+			return answer()
+		})
+		d <- err
+	}()
+	<-started
+	return rel, d
+}
+
+// Issue 8: a duplicate that arrives while the first request runs waits for it
+// and gets its replay, within the wait bound; the handler runs once. The owner
+// finishes after the waiter's polls reached their cap (the steady state of a
+// long wait), and the test logs how long the replay took after that.
+func TestWaitReplaysWhenTheOwnerFinishes(t *testing.T) {
+	t.Parallel()
+	s, waiting, polls := polling(t, 8)
+	r := req("k", "fp")
+	var effects atomic.Int32
+	release, done := startOwner(t, s, r, &effects, func() (*server.Response, bool) {
+		effects.Add(1)
+		return response(201, "first"), true
+	})
+	dup := r
+	dup.Wait = 10 * time.Second
+	got := make(chan server.Result, 1)
+	go func() { got <- mustDo(t, s, dup, neverRun(t)) }()
+	<-waiting
+	finished := time.Now()
+	close(release)
+	res := <-got
+	latency := time.Since(finished)
+	if err := <-done; err != nil {
+		t.Fatalf("owner: %v", err)
+	}
+	if res.Outcome != server.OutcomeReplayed || string(res.Response.Body) != "first" || effects.Load() != 1 {
+		t.Fatalf("duplicate got %v %v (effects %d), want the first response replayed", res.Outcome, res.Response, effects.Load())
+	}
+	if latency > dup.Wait/2 {
+		t.Fatalf("the duplicate answered %v after the owner finished, want about a poll interval", latency)
+	}
+	t.Logf("replayed %v after the owner was released, %d polls", latency, polls.Load())
+}
+
+// Issue 8: when the owner does not keep its response (5xx) or panics, the
+// waiting duplicate claims the key and runs the handler itself: one effect.
+func TestWaitRunsWhenTheOwnerReleases(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		answer func() (*server.Response, bool)
+	}{
+		{"5xx", func() (*server.Response, bool) { return response(503, "no"), false }},
+		{"panic", func() (*server.Response, bool) { panic("owner fails") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, waiting, _ := polling(t, 1)
+			r := req("k", "fp")
+			var effects atomic.Int32
+			release, _ := startOwner(t, s, r, &effects, tc.answer)
+			dup := r
+			dup.Wait = 10 * time.Second
+			got := make(chan server.Result, 1)
+			go func() {
+				got <- mustDo(t, s, dup, func(context.Context) (*server.Response, bool) {
+					effects.Add(1)
+					return response(201, "second"), true
+				})
+			}()
+			<-waiting
+			close(release)
+			res := <-got
+			if res.Outcome != server.OutcomeExecuted || string(res.Response.Body) != "second" || effects.Load() != 1 {
+				t.Fatalf("duplicate got %v (effects %d), want it to run the handler once", res.Outcome, effects.Load())
+			}
+		})
+	}
+}
+
+// The wait ends at Request.Wait with OutcomeInProgress and the owner's
+// remaining lease; a client that leaves ends it at once.
+func TestWaitBounded(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		wait   time.Duration
+		cancel bool
+	}{
+		{"wait elapses", 150 * time.Millisecond, false},
+		{"client leaves", 10 * time.Second, true},
+		{"no wait", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, waiting, _ := polling(t, 1)
+			r := req("k", "fp")
+			var effects atomic.Int32
+			release, done := startOwner(t, s, r, &effects, func() (*server.Response, bool) { return response(201, "x"), true })
+			defer func() { close(release); <-done }()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tc.cancel {
+				go func() { <-waiting; cancel() }()
+			}
+			dup := r
+			dup.Wait = tc.wait
+			start := time.Now()
+			res, err := s.Do(ctx, dup, neverRun(t))
+			took := time.Since(start)
+			if err != nil || res.Outcome != server.OutcomeInProgress {
+				t.Fatalf("got %v, %v; want in-progress", res.Outcome, err)
+			}
+			if res.RetryAfter <= 0 || res.RetryAfter > r.LockTTL {
+				t.Fatalf("RetryAfter %v, want the remaining lease in (0, %v]", res.RetryAfter, r.LockTTL)
+			}
+			if took < tc.wait && !tc.cancel {
+				t.Fatalf("answered after %v, want it to wait %v", took, tc.wait)
+			}
+			if tc.cancel && took > 5*time.Second {
+				t.Fatalf("answered %v after the client left", took)
+			}
+		})
+	}
+}
