@@ -40,22 +40,26 @@ fmt-check:
 
 # go mod tidy -diff in every module on its own (GOWORK=off), the way it is released:
 # our modules come from a proxy built from the working tree (.ci/release-check), as
-# v0.1.0 is not published yet. `make tidy` makes them tidy.
+# v0.1.0 is not published yet; and go.work.sum holds what the workspace needs, no
+# more (.ci/worksum). `make tidy` makes them so.
 tidy-check:
 	.ci/release-check tidy
+	.ci/worksum check
 
 tidy:
 	.ci/release-check tidy -w
+	.ci/worksum write
 
 # Installs staticcheck $(STATICCHECK_VERSION) when it is missing or another version.
 staticcheck:
 	@if ! "$(STATICCHECK)" -version 2>/dev/null | grep -qF "($(STATICCHECK_VERSION:v%=%))"; then \
 		echo "== go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)"; \
-		GOWORK=off $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION); \
+		GOWORK=off GOBIN="$(GOBIN_DIR)" $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION); \
 	fi
 	@fail=0; for m in $(MODULES); do \
 		echo "== staticcheck ./... in $$m"; \
-		(cd $$m && "$(STATICCHECK)" ./...) || fail=1; \
+		out=$$(cd $$m && "$(STATICCHECK)" ./... 2>&1) || fail=1; \
+		[ -z "$$out" ] || printf '%s\n' "$$out" | sed "s|^|$$m/|; s|^\./||"; \
 	done; exit $$fail
 
 # A stranger's view of a release, from a proxy built from the working tree: every

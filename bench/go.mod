@@ -7,6 +7,7 @@ require (
 	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/hashicorp/go-retryablehttp v0.7.8
 	github.com/idemkit/idem v0.1.0
+	github.com/idemkit/idem/internal/demo/pgledger v0.1.0
 	github.com/idemkit/idem/server/pgstore v0.1.0
 	github.com/idemkit/idem/server/redisstore v0.1.0
 	github.com/jackc/pgx/v5 v5.12.0

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"go/parser"
@@ -33,12 +34,14 @@ type serveSpec struct {
 
 // releaseCheck proves that a stranger can use the modules at version, served
 // by the test proxy written to tmp:
-//  1. every module, extracted from its zip, builds and vets with GOWORK=off
-//     (a module not published, such as this tool, where it is);
+//  1. every module, extracted from its zip, with the checksums of ours added
+//     to its go.sum as after the release, vets and builds with GOWORK=off and
+//     -mod=readonly (a module not published, such as this tool, where it is);
 //  2. every command module (root package main) installs with
 //     go install path@version;
-//  3. every library module (one another of ours requires) can be added to a
-//     new module with go get path@version, and its root package builds there;
+//  3. every library module (one another of ours requires; internal ones
+//     aside) can be added to a new module with go get path@version, and its
+//     root package builds there;
 //  4. the installed serve.Binary starts, answers serve.Health and stops on
 //     SIGTERM with status 0.
 //
@@ -51,13 +54,23 @@ func releaseCheck(ctx context.Context, r *repo, host hostGoEnv, tmp, version str
 	}
 	logf("== test proxy at %s: %d modules at %s", proxyDir, len(zips), version)
 	gopath := filepath.Join(tmp, "gopath")
-	e := &goEnv{env: strangerEnv(host, gopath, proxyDir, r.rootPath(), "-mod=mod -modcacherw -trimpath"), base: tmp, logf: logf}
+	// No -mod=mod: it would quietly add a missing requirement (an import no
+	// go.mod line provides) where a stranger's build fails.
+	e := &goEnv{env: strangerEnv(host, gopath, proxyDir, r.rootPath(), "-modcacherw -trimpath"), base: tmp, logf: logf}
+	sums, err := ownSums(ctx, e, r, tmp, version)
+	if err != nil {
+		return err
+	}
 
 	logf("== GOWORK=off go vet and go build in every module, as extracted from its zip")
 	var commands []*gomod
 	for _, m := range r.ours() {
 		src := filepath.Join(tmp, "src", m.Path+"@"+version)
 		if err := modzip.Unzip(src, module.Version{Path: m.Path, Version: version}, zips[m.Path]); err != nil {
+			return err
+		}
+		// What the go.sum will hold once the modules are published.
+		if err := appendFile(filepath.Join(src, "go.sum"), sums); err != nil {
 			return err
 		}
 		if _, err := e.run(ctx, src, "vet", "./..."); err != nil {
@@ -102,11 +115,14 @@ func releaseCheck(ctx context.Context, r *repo, host hostGoEnv, tmp, version str
 		return err
 	}
 	for _, m := range r.libraries() {
+		if isInternal(m.Path) {
+			continue // no stranger imports it; go get of the modules requiring it fetches it
+		}
 		if _, err := e.run(ctx, scratch, "get", m.Path+"@"+version); err != nil {
 			return err
 		}
 		name, _ := rootPackage(filepath.Join(r.Root, filepath.FromSlash(m.Dir)))
-		if name != "" && name != "main" && !isInternal(m.Path) {
+		if name != "" && name != "main" {
 			if _, err := e.run(ctx, scratch, "build", m.Path); err != nil {
 				return err
 			}
@@ -116,6 +132,33 @@ func releaseCheck(ctx context.Context, r *repo, host hostGoEnv, tmp, version str
 	bin := filepath.Join(gopath, "bin", serve.Binary)
 	logf("== %s %s answers %s", serve.Binary, strings.Join(serve.Args, " "), serve.Health)
 	return serveOnce(ctx, bin, serve)
+}
+
+// ownSums returns the go.sum lines of our modules at version as the test
+// proxy serves them (go mod download computes them).
+func ownSums(ctx context.Context, e *goEnv, r *repo, tmp, version string) (string, error) {
+	var b strings.Builder
+	for _, m := range r.ours() {
+		out, err := e.run(ctx, tmp, "mod", "download", "-json", m.Path+"@"+version)
+		if err != nil {
+			return "", err
+		}
+		var d struct{ Path, Version, Sum, GoModSum string }
+		if err := json.Unmarshal([]byte(out), &d); err != nil || d.Sum == "" || d.GoModSum == "" {
+			return "", fmt.Errorf("go mod download -json %s@%s: no checksums in %q (%v)", m.Path, version, out, err)
+		}
+		fmt.Fprintf(&b, "%s %s %s\n%s %s/go.mod %s\n", d.Path, d.Version, d.Sum, d.Path, d.Version, d.GoModSum)
+	}
+	return b.String(), nil
+}
+
+func appendFile(name, text string) error {
+	f, err := os.OpenFile(name, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(text)
+	return errors.Join(err, f.Close())
 }
 
 // rootPackage returns the package name of the non-test Go files in dir, or ""

@@ -14,6 +14,14 @@
 // agree). The test proxy serves every module of the repository under the root
 // module's path at that version, made from the working tree; everything else
 // comes from the machine's module cache and GOPROXY, checked as usual.
+//
+// Releasing vX.Y.Z: set every requirement of one of our modules and every
+// go.work replace to vX.Y.Z (go mod edit -require, go work edit -replace),
+// make tidy, make release-check, commit, then tag that commit once per module
+// that another requires or a stranger installs: vX.Y.Z for the root and
+// DIR/vX.Y.Z for the others (server/pgstore/vX.Y.Z, cmd/idem-server/vX.Y.Z, ...).
+// The go.sum files never hold our own modules' checksums; go fetches them, and
+// the public checksum database checks them once the tags are published.
 package main
 
 import (

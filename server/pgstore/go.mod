@@ -4,6 +4,7 @@ go 1.26
 
 require (
 	github.com/idemkit/idem v0.1.0
+	github.com/idemkit/idem/internal/demo/pgledger v0.1.0
 	github.com/jackc/pgx/v5 v5.12.0
 )
 
