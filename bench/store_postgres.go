@@ -54,10 +54,7 @@ func openPostgres(ctx context.Context, url string, workers int) (*StoreRig, erro
 		}
 		return nil
 	}
-	store, err := pgstore.New(pool, pgstore.WithTable(keys))
-	if err != nil {
-		return nil, errors.Join(err, closeRig())
-	}
+	store := pgstore.New(pool, pgstore.WithTable(keys))
 	ledger, err := pgpayments.New(pool, pays)
 	if err != nil {
 		return nil, errors.Join(err, closeRig())

@@ -57,10 +57,7 @@ func openPostgres(t *testing.T) server.Store {
 			t.Errorf("dropping %s: %v", table, err)
 		}
 	})
-	store, err := pgstore.New(pool, pgstore.WithTable(table))
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := pgstore.New(pool, pgstore.WithTable(table))
 	if err := store.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -103,12 +103,15 @@
 //
 // # Options
 //
-// One rule holds for every package of the server side (server, memstore,
-// chaos, idemtest): an option with an impossible setting panics when it is
-// created, with a message naming it (server.WithTTL(0) panics
-// "idem/server: WithTTL: 0s is not positive"), and a constructor panics on a
-// nil option or a nil required argument (Middleware(nil)). Options are checked
-// once, at construction, never per request; a value built without panicking
-// is valid. Configuration read at run time (flags, files) is validated by the
-// program before it builds options, as cmd/idem-server does.
+// One rule holds for every package of idem (the client, server, memstore,
+// chaos, idemtest, pgstore, redisstore): an impossible option value is a
+// programming error and panics when the option is created, with a message
+// naming it (server.WithTTL(0) panics "idem/server: WithTTL: 0s is not
+// positive"), and a constructor panics on a nil option, a nil required
+// argument (Middleware(nil)), or a combination only it can judge (pgstore's
+// WithReservedConns against the pool's size). Options are checked once, at
+// construction, never per request; a value built without panicking is valid,
+// and no constructor returns an error for its options. Configuration read at
+// run time (flags, files) is validated by the program before it builds
+// options, as cmd/idem-server does.
 package server

@@ -56,11 +56,8 @@ func openBackends(ctx context.Context, cfg config, logger *slog.Logger) (server.
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		store, err := pgstore.New(pool)
-		if err == nil {
-			err = migrate(ctx, store.Migrate)
-		}
-		if err != nil {
+		store := pgstore.New(pool)
+		if err := migrate(ctx, store.Migrate); err != nil {
 			pool.Close()
 			return nil, nil, nil, fmt.Errorf("-store postgres: %w", err)
 		}

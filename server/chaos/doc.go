@@ -38,7 +38,9 @@
 // during the delay waits for it (or, past the middleware's wait, is answered
 // 409, request in progress).
 //
-// Options follow the rule of every server-side package (see package server):
+// # Options
+//
+// Options follow the rule of every idem package (see package server):
 // an impossible setting panics when the option is created, naming it
 // (WithFailRate(1.5) panics "chaos: WithFailRate(1.5): want a rate from 0 to
 // 1"), and New panics on a nil Option.

@@ -24,4 +24,10 @@
 // Idempotency-Key when a reused keep-alive connection closes before any
 // response byte: a test that wants to see a Chaos-Drop as an error uses a
 // client with keep-alives off.
+//
+// # Options
+//
+// An impossible option value panics when the option is created, naming it
+// (WithStore(nil)); NewServer panics on a nil Option. It is the rule of every
+// idem package (see package server).
 package idemtest

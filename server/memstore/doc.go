@@ -58,5 +58,5 @@
 // # Options
 //
 // An impossible option panics when it is created, naming it; New panics on a
-// nil Option (the rule of every server-side package, see package server).
+// nil Option (the rule of every idem package, see package server).
 package memstore

@@ -15,7 +15,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemkit/idem/internal/demo/payments"
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/pgstore"
 )
@@ -82,9 +81,8 @@ func (l *latencies) stats() (mean, p50, p99 time.Duration) {
 // the database work only, not HTTP.
 func benchPayments(b *testing.B, parallel bool) {
 	e := newEnv(b)
-	api := &payments.API{Ledger: e.ledger}
-	withIdem := server.Middleware(e.store)(http.HandlerFunc(api.Create))
-	bare := ownTx(e.pool, http.HandlerFunc(api.Create))
+	withIdem := server.Middleware(e.store)(http.HandlerFunc(e.ledger.create))
+	bare := ownTx(e.pool, http.HandlerFunc(e.ledger.create))
 	var seq atomic.Int64
 	body := `{"customer":"bench","amount":1250,"currency":"EUR"}`
 	do := func(h http.Handler, key bool) time.Duration {

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	pgpayments "github.com/idemkit/idem/internal/demo/pgledger"
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/pgstore"
 	"github.com/idemkit/idem/server/pgstore/internal/pgtest"
@@ -24,7 +23,7 @@ func concurrentDuplicatesRunOnce(t *testing.T, tp pgtest.Topology) {
 	var calls atomic.Int32
 	run := func(ctx context.Context) (*server.Response, bool) {
 		calls.Add(1)
-		if err := e.ledger.Insert(ctx, paymentFor(ctx)); err != nil {
+		if err := e.ledger.insert(ctx, paymentFor(ctx)); err != nil {
 			t.Errorf("insert: %v", err)
 			return &server.Response{Status: 503}, false
 		}
@@ -82,7 +81,7 @@ func holdClaim(t *testing.T, e env, r server.Request, keep bool) (release func()
 	done = make(chan server.Result, 1)
 	go func() {
 		res, err := e.store.Do(context.Background(), r, func(ctx context.Context) (*server.Response, bool) {
-			if err := e.ledger.Insert(ctx, paymentFor(ctx)); err != nil {
+			if err := e.ledger.insert(ctx, paymentFor(ctx)); err != nil {
 				t.Errorf("insert: %v", err)
 			}
 			close(claimed)
@@ -216,7 +215,7 @@ func duplicateWaitsForTheFirst(t *testing.T, tp pgtest.Topology) {
 				r := req("k", tt.fp)
 				r.Wait = time.Minute // capped by the default lock timeout, 10s
 				res, err := e.store.Do(context.Background(), r, func(ctx context.Context) (*server.Response, bool) {
-					if err := e.ledger.Insert(ctx, paymentFor(ctx)); err != nil {
+					if err := e.ledger.insert(ctx, paymentFor(ctx)); err != nil {
 						t.Errorf("insert: %v", err)
 					}
 					return &server.Response{Status: 201, Body: []byte("second")}, true
@@ -249,20 +248,14 @@ func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
 func migrateIsIdempotentAndConcurrent(t *testing.T, tp pgtest.Topology) {
 	pool := tp.Pool(t, 16)
 	table, ledgerTable := pgtest.Table(t, pool, "idem_test"), pgtest.Table(t, pool, "pay_test")
-	store, err := pgstore.New(pool, pgstore.WithTable(table))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ledger, err := pgpayments.New(pool, ledgerTable)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := pgstore.New(pool, pgstore.WithTable(table))
+	ledger := newLedger(pool, ledgerTable)
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	errs := make(chan error, 12)
 	for range 6 { // the tables do not exist yet: the first creates them, the rest find them
 		wg.Go(func() { <-start; errs <- store.Migrate(context.Background()) })
-		wg.Go(func() { <-start; errs <- ledger.Migrate(context.Background()) })
+		wg.Go(func() { <-start; errs <- ledger.migrate(context.Background()) })
 	}
 	close(start)
 	wg.Wait()

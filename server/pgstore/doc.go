@@ -8,8 +8,7 @@
 // # Usage
 //
 //	pool, err := pgstore.NewPool(ctx, "postgres://...") // direct or through PgBouncer
-//	store, err := pgstore.New(pool) // options: WithTable, WithLockTimeout, WithAcquireTimeout, WithReservedConns, WithFinishTimeout
-//	if err != nil { ... }
+//	store := pgstore.New(pool) // options: WithTable, WithLockTimeout, WithAcquireTimeout, WithReservedConns, WithFinishTimeout
 //	if err := store.Migrate(ctx); err != nil { ... } // once, at start-up; idempotent
 //	stop := store.StartReaper(ctx, pgstore.Reaper{})  // deletes expired records
 //	defer stop()
@@ -26,8 +25,7 @@
 // store commits after recording the response (Commit on that Tx returns
 // ErrSharedTx), or rolls back when the middleware says the response is not kept
 // (a 5xx, a panic, a streamed or hijacked response). Writes made on another
-// connection are not covered. Package pgpayments is such a Ledger for the demo
-// payments API.
+// connection are not covered. The package's Example shows such a handler.
 //
 // # How Do works
 //
@@ -196,4 +194,14 @@
 //   - The advisory lock keys share the database's advisory lock space with the
 //     application's; they are 64-bit hashes, so a collision is improbable and
 //     only ever turns a 422 into a 409.
+//
+// # Options
+//
+// An impossible option value is a programming error: the option panics when
+// it is made, with a message naming it and what it wants (WithLockTimeout(0)
+// panics "pgstore: WithLockTimeout(0s): want between 1ms and 1h"). New panics
+// on a nil pool or a nil Option, and on what only the pool can tell:
+// WithReservedConns(n) with n not below the pool's MaxConns. New does no I/O
+// and returns no error; Migrate and Do report the database's errors. It is the
+// rule of every idem package.
 package pgstore

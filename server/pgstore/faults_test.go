@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idem/internal/demo/payments"
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/pgstore"
 	"github.com/idemkit/idem/server/pgstore/internal/pgtest"
@@ -65,7 +64,7 @@ func hold(t *testing.T, e env, r server.Request) (finish func(how string), done 
 		defer close(fin)
 		defer func() { _ = recover() }() // the "panic" ending: Do re-panics after rolling back
 		_, err := e.store.Do(context.Background(), r, func(ctx context.Context) (*server.Response, bool) {
-			if err := e.ledger.Insert(ctx, paymentFor(ctx)); err != nil {
+			if err := e.ledger.insert(ctx, paymentFor(ctx)); err != nil {
 				t.Errorf("insert: %v", err)
 			}
 			close(claimed)
@@ -189,8 +188,7 @@ func TestPoolExhaustedFailsFast(t *testing.T) {
 				t.Fatalf("Do %s failed after %v", key, took)
 			}
 		}
-		api := &payments.API{Ledger: e.ledger}
-		srv := httptest.NewServer(server.Middleware(e.store)(http.HandlerFunc(api.Create)))
+		srv := httptest.NewServer(server.Middleware(e.store)(http.HandlerFunc(e.ledger.create)))
 		t.Cleanup(srv.Close)
 		hreq, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(`{"customer":"c","amount":1,"currency":"EUR"}`))
 		hreq.Header.Set("Idempotency-Key", "http")

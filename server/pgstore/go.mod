@@ -4,12 +4,10 @@ go 1.26
 
 require (
 	github.com/idemkit/idem v0.1.0
-	github.com/idemkit/idem/internal/demo/pgledger v0.1.0
 	github.com/jackc/pgx/v5 v5.12.0
 )
 
 require (
-	github.com/google/uuid v1.6.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect

@@ -9,8 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemkit/idem/internal/demo/payments"
-	pgpayments "github.com/idemkit/idem/internal/demo/pgledger"
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/pgstore"
 	"github.com/idemkit/idem/server/pgstore/internal/pgtest"
@@ -20,7 +18,7 @@ import (
 type env struct {
 	pool   *pgxpool.Pool
 	store  *pgstore.Store
-	ledger *pgpayments.Ledger
+	ledger *ledger
 	table  string
 }
 
@@ -50,19 +48,13 @@ func eachTopology(t *testing.T, f func(t *testing.T, tp pgtest.Topology)) {
 
 func newEnvOn(t testing.TB, pool *pgxpool.Pool, table, ledgerTable string, opts ...pgstore.Option) env {
 	t.Helper()
-	store, err := pgstore.New(pool, append([]pgstore.Option{pgstore.WithTable(table)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ledger, err := pgpayments.New(pool, ledgerTable)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := pgstore.New(pool, append([]pgstore.Option{pgstore.WithTable(table)}, opts...)...)
+	ledger := newLedger(pool, ledgerTable)
 	ctx := context.Background()
 	if err := store.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := ledger.Migrate(ctx); err != nil {
+	if err := ledger.migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
 	return env{pool: pool, store: store, ledger: ledger, table: table}
@@ -70,7 +62,7 @@ func newEnvOn(t testing.TB, pool *pgxpool.Pool, table, ledgerTable string, opts 
 
 func (e env) count(t testing.TB) int {
 	t.Helper()
-	n, err := e.ledger.Count(context.Background(), "")
+	n, err := e.ledger.count(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +82,7 @@ func payRun(t testing.TB, e env, calls *int, keep bool) server.RunFunc {
 			t.Error("run: no transaction in ctx")
 		}
 		p := paymentFor(ctx)
-		if err := e.ledger.Insert(ctx, p); err != nil {
+		if err := e.ledger.insert(ctx, p); err != nil {
 			t.Errorf("run: insert: %v", err)
 			return &server.Response{Status: 503}, false
 		}
@@ -98,6 +90,6 @@ func payRun(t testing.TB, e env, calls *int, keep bool) server.RunFunc {
 	}
 }
 
-func paymentFor(context.Context) payments.Payment {
-	return payments.Payment{ID: "pay_" + rand.Text(), Customer: "c1", Amount: 1250, Currency: "EUR", Created: time.Now().UTC()}
+func paymentFor(context.Context) payment {
+	return payment{ID: "pay_" + rand.Text(), Customer: "c1", Amount: 1250, Currency: "EUR", Created: time.Now().UTC()}
 }

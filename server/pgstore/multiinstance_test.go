@@ -10,7 +10,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/idemkit/idem/internal/demo/payments"
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/pgstore/internal/pgtest"
 )
@@ -20,9 +19,8 @@ import (
 func newInstance(t *testing.T, tp pgtest.Topology, table, ledgerTable string) (*httptest.Server, env) {
 	t.Helper()
 	e := newEnvOn(t, tp.Pool(t, 16), table, ledgerTable)
-	api := &payments.API{Ledger: e.ledger}
 	mux := http.NewServeMux()
-	mux.Handle("POST /payments", server.Middleware(e.store)(http.HandlerFunc(api.Create)))
+	mux.Handle("POST /payments", server.Middleware(e.store)(http.HandlerFunc(e.ledger.create)))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return srv, e
@@ -96,7 +94,7 @@ func twoInstancesConcurrentDuplicatesPayOnce(t *testing.T, tp pgtest.Topology) {
 		if paid == "" {
 			t.Fatalf("round %d: no request got the payment", round)
 		}
-		if n, err := e.ledger.Count(context.Background(), fmt.Sprintf("c-%d", round)); err != nil || n != 1 {
+		if n, err := e.ledger.count(context.Background(), fmt.Sprintf("c-%d", round)); err != nil || n != 1 {
 			t.Fatalf("round %d: %d payments (%v); want exactly 1", round, n, err)
 		}
 	}

@@ -1,7 +1,6 @@
 package pgstore
 
 import (
-	"errors"
 	"fmt"
 	"regexp"
 	"time"
@@ -15,12 +14,10 @@ const (
 	DefaultAcquireTimeout = time.Second
 )
 
-// ErrInvalidOption is wrapped by the error New returns for an impossible option;
-// the message names the option.
-var ErrInvalidOption = errors.New("pgstore: invalid option")
-
-// An Option configures a Store; see New.
-type Option func(*config) error
+// An Option configures a Store. An option with an impossible value panics when
+// it is made, naming the option and what it wants; see the package
+// documentation.
+type Option func(*config)
 
 type config struct {
 	table          string // as given, validated
@@ -37,15 +34,12 @@ var tableName = regexp.MustCompile(`^([a-z_][a-z0-9_]{0,47}\.)?[a-z_][a-z0-9_]{0
 // WithTable sets the table that holds the records (default "idem_keys"). name must
 // be a plain lower-case SQL identifier ([a-z_][a-z0-9_]*, at most 48 characters),
 // optionally qualified by a schema ("idem.keys", the schema must exist); it is
-// quoted in every statement.
+// quoted in every statement. It panics on any other name.
 func WithTable(name string) Option {
-	return func(c *config) error {
-		if !tableName.MatchString(name) {
-			return fmt.Errorf("%w: WithTable(%q): want a lower-case SQL identifier of at most 48 characters, optionally schema-qualified", ErrInvalidOption, name)
-		}
-		c.table = name
-		return nil
+	if !tableName.MatchString(name) {
+		panic(fmt.Sprintf("pgstore: WithTable(%q): want a lower-case SQL identifier of at most 48 characters, optionally schema-qualified", name))
 	}
+	return func(c *config) { c.table = name }
 }
 
 // WithLockTimeout bounds how long a concurrent duplicate waits for the row lock of
@@ -54,43 +48,36 @@ func WithTable(name string) Option {
 // wait is PostgreSQL's lock_timeout, set for the claim statement only; if the first
 // request finishes within it, the duplicate replays its response instead (or runs,
 // if the first rolled back). A waiting duplicate holds a pooled connection, so this
-// also bounds how long duplicates can keep connections from other requests. d must
-// be between 1ms and 1h.
+// also bounds how long duplicates can keep connections from other requests. It
+// panics unless d is between 1ms and 1h.
 func WithLockTimeout(d time.Duration) Option {
-	return func(c *config) error {
-		if d < time.Millisecond || d > time.Hour {
-			return fmt.Errorf("%w: WithLockTimeout(%v): want between 1ms and 1h", ErrInvalidOption, d)
-		}
-		c.lockTimeout = d
-		return nil
+	if d < time.Millisecond || d > time.Hour {
+		panic(fmt.Sprintf("pgstore: WithLockTimeout(%v): want between 1ms and 1h", d))
 	}
+	return func(c *config) { c.lockTimeout = d }
 }
 
 // WithFinishTimeout bounds the statements Do runs after the handler returned
 // (record, COMMIT, ROLLBACK) on a context detached from the request (default 5s),
-// so a client that disconnects still ends the transaction. d must be positive.
+// so a client that disconnects still ends the transaction. It panics unless d is
+// positive.
 func WithFinishTimeout(d time.Duration) Option {
-	return func(c *config) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: WithFinishTimeout(%v): want a positive duration", ErrInvalidOption, d)
-		}
-		c.finishTimeout = d
-		return nil
+	if d <= 0 {
+		panic(fmt.Sprintf("pgstore: WithFinishTimeout(%v): want a positive duration", d))
 	}
+	return func(c *config) { c.finishTimeout = d }
 }
 
 // WithAcquireTimeout bounds how long Do waits for a connection from the pool
 // (default 1s). When every connection is taken, by slow handlers for example, Do
 // fails within d without running the handler, and the middleware answers 503 with
-// Retry-After, instead of leaving the request to hang. d must be positive.
+// Retry-After, instead of leaving the request to hang. It panics unless d is
+// positive.
 func WithAcquireTimeout(d time.Duration) Option {
-	return func(c *config) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: WithAcquireTimeout(%v): want a positive duration", ErrInvalidOption, d)
-		}
-		c.acquireTimeout = d
-		return nil
+	if d <= 0 {
+		panic(fmt.Sprintf("pgstore: WithAcquireTimeout(%v): want a positive duration", d))
 	}
+	return func(c *config) { c.acquireTimeout = d }
 }
 
 // WithReservedConns keeps n of the pool's connections out of reach of handlers
@@ -100,14 +87,11 @@ func WithAcquireTimeout(d time.Duration) Option {
 // connections, and replays, duplicates (409) and the application's other queries
 // on the pool still find one. A new request that finds every handler slot taken
 // waits for one up to the acquire timeout, holding no connection, then fails
-// with ErrPoolExhausted (503). The slots are counted per Store. n must be at
-// least 0 and less than the pool's MaxConns.
+// with ErrPoolExhausted (503). The slots are counted per Store. It panics if n is
+// negative, and New panics unless n is less than the pool's MaxConns.
 func WithReservedConns(n int) Option {
-	return func(c *config) error {
-		if n < 0 {
-			return fmt.Errorf("%w: WithReservedConns(%d): want 0 or more", ErrInvalidOption, n)
-		}
-		c.reserved = n
-		return nil
+	if n < 0 {
+		panic(fmt.Sprintf("pgstore: WithReservedConns(%d): want 0 or more", n))
 	}
+	return func(c *config) { c.reserved = n }
 }

@@ -90,10 +90,7 @@ func TestMigrateRefusesTheStatementCacheBehindPgBouncer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	store, err := pgstore.New(pool, pgstore.WithTable(pgtest.Table(t, pool, "idem_test")))
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := pgstore.New(pool, pgstore.WithTable(pgtest.Table(t, pool, "idem_test")))
 	err = store.Migrate(context.Background())
 	if !errors.Is(err, pgstore.ErrStatementCacheBehindProxy) {
 		t.Fatalf("Migrate = %v, want ErrStatementCacheBehindProxy", err)
@@ -108,7 +105,7 @@ func TestMigrateRefusesTheStatementCacheBehindPgBouncer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool2.Close)
-	store2, _ := pgstore.New(pool2, pgstore.WithTable(store.Table()))
+	store2 := pgstore.New(pool2, pgstore.WithTable(store.Table()))
 	if err := store2.Migrate(context.Background()); err != nil {
 		t.Fatalf("Migrate with the mode named in the URL = %v", err)
 	}

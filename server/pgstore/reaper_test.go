@@ -114,10 +114,7 @@ func TestStartReaper(t *testing.T) {
 	}
 
 	t.Run("reports errors and stops with its context", func(t *testing.T) {
-		store, err := pgstore.New(unreachablePool(t))
-		if err != nil {
-			t.Fatal(err)
-		}
+		store := pgstore.New(unreachablePool(t, 4))
 		ctx, cancel := context.WithCancel(context.Background())
 		reports := make(chan error, 16)
 		stop := store.StartReaper(ctx, pgstore.Reaper{Interval: time.Millisecond, Report: func(_ int64, err error) { reports <- err }})

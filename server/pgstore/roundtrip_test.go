@@ -93,7 +93,7 @@ func TestDoHandlerSavepoint(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	res, err := e.store.Do(ctx, req("k", "fp"), func(ctx context.Context) (*server.Response, bool) {
-		if err := e.ledger.Insert(ctx, paymentFor(ctx)); err != nil {
+		if err := e.ledger.insert(ctx, paymentFor(ctx)); err != nil {
 			t.Errorf("insert: %v", err)
 		}
 		sp, err := pgstore.Tx(ctx).Begin(ctx) // a savepoint in the store's transaction
@@ -101,7 +101,7 @@ func TestDoHandlerSavepoint(t *testing.T) {
 			t.Errorf("savepoint: %v", err)
 			return &server.Response{Status: http.StatusServiceUnavailable}, false
 		}
-		if err := e.ledger.Insert(pgstore.ContextWithTx(ctx, sp), paymentFor(ctx)); err != nil {
+		if err := e.ledger.insert(pgstore.ContextWithTx(ctx, sp), paymentFor(ctx)); err != nil {
 			t.Errorf("insert in savepoint: %v", err)
 		}
 		if err := sp.Rollback(ctx); err != nil {

@@ -55,27 +55,28 @@ type Store struct {
 var _ server.Store = (*Store)(nil)
 
 // New returns a Store that keeps its records in pool's database. It does not
-// touch the database; call Migrate once to create the table. An impossible option
-// is an error wrapping ErrInvalidOption that names the option.
-func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
+// touch the database; call Migrate once to create the table. It panics if pool
+// or an option is nil, or if WithReservedConns asks for the whole pool.
+func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	if pool == nil {
-		return nil, fmt.Errorf("%w: New: nil pool", ErrInvalidOption)
+		panic("pgstore: New(nil): want a pool")
 	}
 	cfg := config{table: DefaultTable, lockTimeout: DefaultLockTimeout, finishTimeout: DefaultFinishTimeout,
 		acquireTimeout: DefaultAcquireTimeout, reserved: -1}
 	for _, o := range opts {
-		if err := o(&cfg); err != nil {
-			return nil, err
+		if o == nil {
+			panic("pgstore: New: nil Option")
 		}
+		o(&cfg)
 	}
 	maxConns := int(pool.Config().MaxConns)
 	if cfg.reserved < 0 {
 		cfg.reserved = min(max(1, maxConns/8), maxConns-1)
 	}
 	if cfg.reserved >= maxConns {
-		return nil, fmt.Errorf("%w: WithReservedConns(%d): want fewer than the pool's MaxConns (%d)", ErrInvalidOption, cfg.reserved, maxConns)
+		panic(fmt.Sprintf("pgstore: WithReservedConns(%d): want fewer than the pool's MaxConns (%d)", cfg.reserved, maxConns))
 	}
-	return &Store{pool: pool, cfg: cfg, sql: newStatements(cfg.table), slots: newHandlerSlots(maxConns, cfg.reserved)}, nil
+	return &Store{pool: pool, cfg: cfg, sql: newStatements(cfg.table), slots: newHandlerSlots(maxConns, cfg.reserved)}
 }
 
 // Table returns the name of the table the store uses, as given to WithTable.

@@ -118,7 +118,7 @@ func TestDoPanicRollsBackAndRepanics(t *testing.T) {
 			}
 		}()
 		_, _ = e.store.Do(ctx, req("k", "fp"), func(ctx context.Context) (*server.Response, bool) {
-			if err := e.ledger.Insert(ctx, paymentFor(ctx)); err != nil {
+			if err := e.ledger.insert(ctx, paymentFor(ctx)); err != nil {
 				t.Error(err)
 			}
 			panic(boom{})
@@ -211,7 +211,7 @@ func TestDoRecordFailureIsNotRecorded(t *testing.T) {
 		write func(ctx context.Context, e env) error
 	}{
 		{"handler ignored a failed statement (transaction aborted)", func(ctx context.Context, e env) error {
-			if err := e.ledger.Insert(ctx, paymentFor(ctx)); err != nil {
+			if err := e.ledger.insert(ctx, paymentFor(ctx)); err != nil {
 				return err
 			}
 			_, _ = pgstore.Tx(ctx).Exec(ctx, "SELECT 1/0")
@@ -222,21 +222,21 @@ func TestDoRecordFailureIsNotRecorded(t *testing.T) {
 			if _, err := tx.Exec(ctx, "CREATE TEMP TABLE d (v int UNIQUE DEFERRABLE INITIALLY DEFERRED) ON COMMIT DROP"); err != nil {
 				return err
 			}
-			if err := e.ledger.Insert(ctx, paymentFor(ctx)); err != nil {
+			if err := e.ledger.insert(ctx, paymentFor(ctx)); err != nil {
 				return err
 			}
 			_, err := tx.Exec(ctx, "INSERT INTO d VALUES (1), (1)")
 			return err
 		}},
 		{"compare-and-set on the owner token fails: COMMIT must not run", func(ctx context.Context, e env) error {
-			if err := e.ledger.Insert(ctx, paymentFor(ctx)); err != nil {
+			if err := e.ledger.insert(ctx, paymentFor(ctx)); err != nil {
 				return err
 			}
 			_, err := pgstore.Tx(ctx).Exec(ctx, "UPDATE "+e.table+" SET owner_token = 'someone-else'")
 			return err
 		}},
 		{"handler rolled the transaction back", func(ctx context.Context, e env) error {
-			if err := e.ledger.Insert(ctx, paymentFor(ctx)); err != nil {
+			if err := e.ledger.insert(ctx, paymentFor(ctx)); err != nil {
 				return err
 			}
 			return pgstore.Tx(ctx).Rollback(ctx)
@@ -311,11 +311,7 @@ func TestDoRecordsAfterClientDisconnect(t *testing.T) {
 
 func TestDoStoreUnreachableNeverRuns(t *testing.T) {
 	t.Parallel()
-	pool := unreachablePool(t)
-	store, err := pgstore.New(pool)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := pgstore.New(unreachablePool(t, 4))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	res, err := store.Do(ctx, req("k", "fp"), func(context.Context) (*server.Response, bool) {
@@ -347,7 +343,7 @@ func TestDoConnectionLostAfterBusinessWriteLeavesNeither(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	res, err := e.store.Do(ctx, req("k", "fp"), func(ctx context.Context) (*server.Response, bool) {
-		if err := e.ledger.Insert(ctx, paymentFor(ctx)); err != nil {
+		if err := e.ledger.insert(ctx, paymentFor(ctx)); err != nil {
 			t.Errorf("insert: %v", err)
 		}
 		var pid int32

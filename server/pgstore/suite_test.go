@@ -40,9 +40,9 @@ type ledgerEffects struct{ e env }
 func (l ledgerEffects) Insert(ctx context.Context, op string) error {
 	p := paymentFor(ctx)
 	p.Customer = op
-	return l.e.ledger.Insert(ctx, p)
+	return l.e.ledger.insert(ctx, p)
 }
 
 func (l ledgerEffects) Count(ctx context.Context, op string) (int, error) {
-	return l.e.ledger.Count(ctx, op)
+	return l.e.ledger.count(ctx, op)
 }

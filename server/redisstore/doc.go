@@ -9,9 +9,8 @@
 //	}
 //	mux.Handle("POST /payments", server.Middleware(store)(http.HandlerFunc(api.Create)))
 //
-// Options follow one rule: New checks them and panics naming the option when a
-// value is impossible; nothing is checked per request. The store needs Redis
-// 6.0 or later (its scripts use SET KEEPTTL and TIME); it is tested with 7.0.
+// The store needs Redis 6.0 or later (its scripts use SET KEEPTTL and TIME);
+// it is tested with 7.0.
 //
 // # Keys and values
 //
@@ -199,4 +198,13 @@
 // business transaction. Keep the business write idempotent on its own (a
 // unique constraint on the idempotency key) or use the PostgreSQL store when
 // that window matters.
+//
+// # Options
+//
+// An impossible option value is a programming error: the option panics when
+// it is made, with a message naming it and what it wants (WithOpTimeout(0)
+// panics "redisstore: WithOpTimeout(0s): want a positive timeout"). New panics
+// on a nil client or a nil Option, and on what only the client can tell:
+// WithMinReplicas with a client that cannot WAIT. Nothing is checked per
+// request. It is the rule of every idem package.
 package redisstore

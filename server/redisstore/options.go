@@ -13,8 +13,9 @@ const DefaultPrefix = "idem:"
 // DefaultOpTimeout bounds each Redis call unless WithOpTimeout changes it.
 const DefaultOpTimeout = 2 * time.Second
 
-// An Option configures a Store. Options are checked once, in New, which
-// panics naming the option when a value is impossible.
+// An Option configures a Store. An option with an impossible value panics when
+// it is made, naming the option and what it wants; see the package
+// documentation.
 type Option func(*config)
 
 type config struct {
@@ -29,40 +30,34 @@ type config struct {
 
 // WithPrefix sets the prefix of every key the store writes (default "idem:").
 // It must not be empty, so that the store's keys can be told apart from other
-// data in the same database.
+// data in the same database: WithPrefix("") panics.
 func WithPrefix(p string) Option {
-	return func(c *config) {
-		if p == "" {
-			panic("redisstore: WithPrefix: the prefix must not be empty")
-		}
-		c.prefix = p
+	if p == "" {
+		panic(`redisstore: WithPrefix(""): want a non-empty prefix`)
 	}
+	return func(c *config) { c.prefix = p }
 }
 
 // WithRenewInterval sets how often a claim's lease is renewed while the handler
 // runs (default a third of the request's LockTTL). A lease is never renewed less
 // often than every half LockTTL, whatever d says, so one late renewal cannot
-// let it expire. d must be positive.
+// let it expire. It panics unless d is positive.
 func WithRenewInterval(d time.Duration) Option {
-	return func(c *config) {
-		if d <= 0 {
-			panic(fmt.Sprintf("redisstore: WithRenewInterval: the interval must be positive, got %v", d))
-		}
-		c.renewInterval = d
+	if d <= 0 {
+		panic(fmt.Sprintf("redisstore: WithRenewInterval(%v): want a positive interval", d))
 	}
+	return func(c *config) { c.renewInterval = d }
 }
 
 // WithOpTimeout bounds each Redis call the store makes (claim, renew, finish,
 // release); default DefaultOpTimeout. Calls made after the handler returned use
-// a context detached from the request, so this is what bounds them. d must be
-// positive.
+// a context detached from the request, so this is what bounds them. It panics
+// unless d is positive.
 func WithOpTimeout(d time.Duration) Option {
-	return func(c *config) {
-		if d <= 0 {
-			panic(fmt.Sprintf("redisstore: WithOpTimeout: the timeout must be positive, got %v", d))
-		}
-		c.opTimeout = d
+	if d <= 0 {
+		panic(fmt.Sprintf("redisstore: WithOpTimeout(%v): want a positive timeout", d))
 	}
+	return func(c *config) { c.opTimeout = d }
 }
 
 // WithMinReplicas makes every claim and every record wait (Redis WAIT) until n
@@ -72,19 +67,14 @@ func WithOpTimeout(d time.Duration) Option {
 // time is still answered with the handler's response (the effect happened: a
 // 503 would invite a second one); a warning is logged and the store keeps
 // writing and WAITing for it in the background. See the package documentation
-// for what this does and does not promise. n must be at least 1 and timeout
-// positive; the client must be a *redis.Client (standalone or Sentinel) or a
-// *redis.ClusterClient.
+// for what this does and does not promise. It panics unless n is at least 1
+// and timeout positive; New panics unless the client is a *redis.Client
+// (standalone or Sentinel) or a *redis.ClusterClient.
 func WithMinReplicas(n int, timeout time.Duration) Option {
-	return func(c *config) {
-		if n < 1 {
-			panic(fmt.Sprintf("redisstore: WithMinReplicas: n must be at least 1, got %d", n))
-		}
-		if timeout <= 0 {
-			panic(fmt.Sprintf("redisstore: WithMinReplicas: the timeout must be positive, got %v", timeout))
-		}
-		c.minReplicas, c.replicaTimeout = n, timeout
+	if n < 1 || timeout <= 0 {
+		panic(fmt.Sprintf("redisstore: WithMinReplicas(%d, %v): want n >= 1 and a positive timeout", n, timeout))
 	}
+	return func(c *config) { c.minReplicas, c.replicaTimeout = n, timeout }
 }
 
 // WithEvictionAllowed lets the store run on a Redis whose maxmemory-policy can
@@ -99,12 +89,11 @@ func WithEvictionAllowed() Option {
 // WithLogger sets where the store logs what it cannot return: a record not
 // acknowledged by the replicas, a response recorded late in the background
 // after a Redis failure, or given up on, and a Redis that does not let it
-// read maxmemory-policy. By default the store logs nothing.
+// read maxmemory-policy. By default the store logs nothing. WithLogger(nil)
+// panics.
 func WithLogger(l *slog.Logger) Option {
-	return func(c *config) {
-		if l == nil {
-			panic("redisstore: WithLogger: nil logger")
-		}
-		c.logger = l
+	if l == nil {
+		panic("redisstore: WithLogger(nil): want a logger")
 	}
+	return func(c *config) { c.logger = l }
 }

@@ -35,22 +35,26 @@ var _ server.Store = (*Store)(nil)
 
 // New returns a Store that keeps its records in Redis through client, which may
 // be a standalone, Sentinel (failover) or Cluster client. The store does not own
-// the client: closing it is the caller's job. New panics if client is nil or an
-// option is invalid, naming the option. New does not contact Redis: Check, or
-// the first Do, verifies its eviction policy.
+// the client: closing it is the caller's job. New panics if client is nil, an
+// option is nil, or WithMinReplicas is given with a client that cannot WAIT
+// (see WithMinReplicas). New does not contact Redis: Check, or the first Do,
+// verifies its eviction policy.
 func New(client redis.UniversalClient, opts ...Option) *Store {
 	if client == nil {
-		panic("redisstore: New: nil client")
+		panic("redisstore: New(nil): want a Redis client")
 	}
 	cfg := config{prefix: DefaultPrefix, opTimeout: DefaultOpTimeout}
 	for _, o := range opts {
+		if o == nil {
+			panic("redisstore: New: nil Option")
+		}
 		o(&cfg)
 	}
 	if cfg.minReplicas > 0 {
 		switch client.(type) {
 		case *redis.Client, *redis.ClusterClient:
 		default:
-			panic(fmt.Sprintf("redisstore: WithMinReplicas: needs a *redis.Client or *redis.ClusterClient, got %T", client))
+			panic(fmt.Sprintf("redisstore: WithMinReplicas: want a *redis.Client or *redis.ClusterClient, got %T", client))
 		}
 	}
 	return &Store{client: client, cfg: cfg}

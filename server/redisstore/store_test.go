@@ -1,12 +1,10 @@
 package redisstore
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -269,38 +267,6 @@ func TestDoUnreachableRedisFailsClosed(t *testing.T) {
 	_, err := s.Do(context.Background(), req("k", "fp"), neverRun(t))
 	if err == nil || isNotRecorded(err) {
 		t.Fatalf("err = %v, want a store error that is not ErrNotRecorded (run never started)", err)
-	}
-}
-
-func TestNewPanicsOnBadOptions(t *testing.T) {
-	t.Parallel()
-	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
-	t.Cleanup(func() { _ = c.Close() })
-	tests := []struct {
-		name   string
-		client redis.UniversalClient
-		opt    Option
-		want   string
-	}{
-		{"nil client", nil, nil, "New"},
-		{"empty prefix", c, WithPrefix(""), "WithPrefix"},
-		{"zero renew interval", c, WithRenewInterval(0), "WithRenewInterval"},
-		{"negative op timeout", c, WithOpTimeout(-time.Second), "WithOpTimeout"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			defer func() {
-				msg := fmt.Sprint(recover())
-				if !bytes.Contains([]byte(msg), []byte(tt.want)) {
-					t.Fatalf("panic %q does not name %s", msg, tt.want)
-				}
-			}()
-			var opts []Option
-			if tt.opt != nil {
-				opts = append(opts, tt.opt)
-			}
-			New(tt.client, opts...)
-		})
 	}
 }
 

@@ -3,7 +3,7 @@
 // only if its idempotency record does. It is a module of its own (it needs pgx)
 // under internal/, like the rest of the demo: no library user imports it.
 //
-//	store, _ := pgstore.New(pool)
+//	store := pgstore.New(pool)
 //	ledger, _ := pgledger.New(pool, "payments")
 //	_ = store.Migrate(ctx)
 //	_ = ledger.Migrate(ctx)
