@@ -127,7 +127,7 @@ func withApp(args []string, app string) []string {
 
 // pgRunning: the handler runs inside its transaction (the claim).
 func pgRunning(url func(*testing.T) string) func(t *testing.T, app, key string) {
-	return func(t *testing.T, app, _ string) { waitIdleInTransaction(t, url(t), app) }
+	return func(t *testing.T, app, _ string) { waitInTransaction(t, url(t), app, 1) }
 }
 
 // redisRunning: the claim of key is in Redis. There is no channel across

@@ -135,7 +135,7 @@ func TestBinaryCrashPostgres(t *testing.T) {
 			name:  "SIGKILL mid-handler",
 			fault: http.Header{"Chaos-Delay": {"30s"}},
 			kill: func(t *testing.T, p *process, app string) {
-				waitIdleInTransaction(t, pgURL, app)
+				waitInTransaction(t, pgURL, app, 1)
 				if err := p.cmd.Process.Kill(); err != nil {
 					t.Fatal(err)
 				}
@@ -193,34 +193,4 @@ func withAppName(url, app string) string {
 		sep = "&"
 	}
 	return url + sep + "application_name=" + app
-}
-
-// waitIdleInTransaction waits until a backend of the server (named by its
-// application_name) holds an open transaction: the handler is running inside
-// its claim. There is no channel across processes, so it polls the database,
-// bounded by a deadline.
-func waitIdleInTransaction(t *testing.T, pgURL, app string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	pool, err := pgxpool.New(ctx, pgURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		var n int
-		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE application_name = $1 AND state = 'idle in transaction'`, app).Scan(&n)
-		if err == nil && n > 0 {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the server never held a transaction open (last error %v)", err)
-		case <-tick.C:
-		}
-	}
 }
