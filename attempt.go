@@ -88,8 +88,18 @@ func (o *operation) result(now time.Time, resp *http.Response, err error) attemp
 // WithMaxElapsed even when its first attempt hangs. When the caller's context
 // ends before the cap and before the attempt time-out, the context bounds the
 // first attempt and needs no help.
+//
+// An attempt after a keyed 409 is a poll of a server known to be working on
+// the answer: it may wait pollTimeout (5s) even when WithAttemptTimeout is
+// shorter, and says so with Prefer: wait, so that the server holds it until
+// the first request's answer exists instead of answering 409 again, and the
+// caller learns the outcome the moment it is known. WithAttemptTimeout is
+// for the attempts that may be lost; a poll is answered.
 func (o *operation) attemptBound(now time.Time) (time.Duration, bool) {
 	at := o.cfg.attemptTimeout
+	if o.polling && at > 0 {
+		at = max(at, pollTimeout)
+	}
 	if o.attempts == 1 && o.deadline.Before(o.capAt) && (at <= 0 || o.deadline.Sub(o.start) <= at) {
 		return 0, false
 	}

@@ -65,7 +65,10 @@
 // Prefer: wait=N, N the whole seconds it can wait for its answer less a tenth
 // (at least 100ms), 0 under a second, so that a server that makes duplicates
 // wait answers 409 before the attempt is cut; a caller's own Prefer wait is
-// kept.
+// kept. The attempt after a 409 is a poll of a server known to be working on
+// the answer: it may wait at least 5s (Prefer: wait=4) even when
+// WithAttemptTimeout is shorter, the cap still bounding it, so the server
+// holds it until the answer exists and the replay comes the moment it does.
 //
 // # What comes back
 //

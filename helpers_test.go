@@ -19,6 +19,10 @@ type fakeStep struct {
 	body   string
 	err    error
 	block  bool // wait until the attempt's context is done, then fail with its error
+	// delay holds the answer back this long, as a server that waits for the
+	// first request does; if the attempt's context ends first, it fails with
+	// the context's error.
+	delay time.Duration
 }
 
 // fakeCall is one attempt fakeRT received.
@@ -60,6 +64,15 @@ func (f *fakeRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	if st.block {
 		<-req.Context().Done()
 		return nil, req.Context().Err()
+	}
+	if st.delay > 0 {
+		t := time.NewTimer(st.delay)
+		select {
+		case <-req.Context().Done():
+			t.Stop()
+			return nil, req.Context().Err()
+		case <-t.C:
+		}
 	}
 	if st.err != nil {
 		return nil, st.err

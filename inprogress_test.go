@@ -205,3 +205,31 @@ func TestInProgressPollsAtRetryAfter(t *testing.T) {
 		}
 	})
 }
+
+// TestInProgressPollWaitsForTheAnswer pins how the two waits fit together
+// (issue 8): with a 300ms attempt time-out, the attempt that follows a 409
+// is a poll: it tells the server it can wait (Prefer: wait=4) and is not cut
+// at 300ms, so a server holding it until the first request's answer exists
+// (here 2s) delivers the replay the moment it is written.
+func TestInProgressPollWaitsForTheAnswer(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeRT{steps: []fakeStep{
+			{block: true}, // the first attempt: written, answered late
+			in409("1"),    // its duplicate, told it may not wait (wait=0)
+			{status: http.StatusCreated, body: "paid", delay: 2 * time.Second}, // held until the answer exists
+		}}
+		tr := NewTransport(f, noWait(), WithAttemptTimeout(300*time.Millisecond))
+		tr.rand = func() float64 { return 0 }
+		start := time.Now()
+		resp, err := tr.RoundTrip(mustRequest(t, context.Background(), http.MethodPost, "http://x/payments", "{}"))
+		require.NoError(t, err)
+		assert.Equal(t, "paid", readAll(t, resp))
+		calls := f.Calls()
+		require.Len(t, calls, 3)
+		assert.Equal(t, []time.Duration{0, 300 * time.Millisecond, 1300 * time.Millisecond}, attemptOffsets(start, calls))
+		assert.Equal(t, "wait=0", calls[1].req.Header.Get("Prefer"), "a 300ms attempt cannot wait")
+		assert.Equal(t, "wait=4", calls[2].req.Header.Get("Prefer"), "a poll can")
+		assert.Equal(t, 3300*time.Millisecond, time.Since(start), "the replay as soon as it exists")
+	})
+}

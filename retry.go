@@ -48,6 +48,7 @@ type operation struct {
 	bo       BackOff   // made on the first retry
 
 	attempts   int
+	polling    bool // the latest attempt got a keyed 409: the next one is a poll
 	polls      int           // attempts answered 409 in progress: not counted against WithMaxAttempts
 	lastChance bool          // the attempt made is the last one that fitted after a 409
 	lastStatus int           // the status of the latest response, 0 before any
@@ -130,6 +131,7 @@ func (o *operation) run() (*http.Response, error) {
 		if inProgress {
 			o.polls++
 		}
+		o.polling = inProgress
 		if o.attempts-o.polls >= cfg.maxAttempts || o.polls > maxPolls {
 			return o.finish(ErrExhausted, "all attempts used")
 		}
@@ -196,6 +198,10 @@ func (o *operation) run() (*http.Response, error) {
 
 // maxPolls bounds the retries after a 409 in progress in one operation.
 const maxPolls = 10
+
+// pollTimeout is the least an attempt after a keyed 409 may wait for its
+// answer, however short WithAttemptTimeout is (the cap still bounds it).
+const pollTimeout = 5 * time.Second
 
 // minLastAttempt is the shortest attempt worth making after a 409 whose
 // Retry-After ends past the deadline.
