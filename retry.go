@@ -48,7 +48,7 @@ type operation struct {
 	bo       BackOff   // made on the first retry
 
 	attempts   int
-	polling    bool // the latest attempt got a keyed 409: the next one is a poll
+	polling    bool          // the latest attempt got a keyed 409: the next one is a poll
 	polls      int           // attempts answered 409 in progress: not counted against WithMaxAttempts
 	lastChance bool          // the attempt made is the last one that fitted after a 409
 	lastStatus int           // the status of the latest response, 0 before any
