@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/idemkit/idem/server/memstore"
 )
 
 // Markdown renders the report as RESULTS.md.
@@ -115,6 +117,16 @@ func (r *Report) writeFaults(w writef) {
 				opTime(f.AnswerP50), opTime(f.AnswerP99), opTime(f.OutcomeP50), opTime(f.OutcomeP99), f.Elapsed.Round(10*time.Millisecond))
 		}
 		w("\n")
+		for _, f := range r.Faults {
+			if f.Scenario != sc.Name || len(f.ErrorTexts) == 0 {
+				continue
+			}
+			var texts []string
+			for _, t := range slices.Sorted(maps.Keys(f.ErrorTexts)) {
+				texts = append(texts, fmt.Sprintf("%d × `%.300s`", f.ErrorTexts[t], t))
+			}
+			w("Errors returned, %s on `%s`: %s.\n\n", f.Client.Name, f.Client.Route, strings.Join(texts, "; "))
+		}
 	}
 }
 
@@ -205,6 +217,9 @@ func (r *Report) writeServer(w writef) {
 		"connection pool size as the PostgreSQL store, whose handler writes the same row inside the store's transaction "+
 		"(`pgstore.Tx`), which also holds the claim and the record.\n", BaselineOwnTx)
 	w("- **%s**: the same, through the same PgBouncer as the store behind it.\n\n", BaselineOwnTxPgBouncer)
+	w("The memory store runs with `memstore.WithScopeShare(%d)`: all the requests here are in one scope, which "+
+		"the default share (1/8 of %d live records) would fill within a parallel row and refuse with 503s.\n\n",
+		memoryScopeShare, memstore.DefaultMaxEntries)
 	w("The topologies (rows only where their variables are set; `.ci/redis-topologies.sh` and `.ci/pgbouncer.sh` "+
 		"start them on this machine): **%s** is go-redis's ClusterClient on 3 masters without replicas (`%s`); "+
 		"**%s** is go-redis's FailoverClient on a master with one replica behind sentinels (`%s`, `%s`), with "+
