@@ -218,11 +218,12 @@ func (r *Report) writeServer(w writef) {
 		"(`pgstore.Tx`), which also holds the claim and the record.\n", BaselineOwnTx)
 	w("- **%s**: the same, through the same PgBouncer as the store behind it.\n\n", BaselineOwnTxPgBouncer)
 	w("The memory store runs with `memstore.WithScopeShare(%d)`: all the requests here are in one scope, which "+
-		"the default share (1/8 of %d live records) would fill within a parallel row and refuse with 503s.\n\n",
-		memoryScopeShare, memstore.DefaultMaxEntries)
+		"the default share (%g of %d live records) would fill within a parallel row and refuse with 503s.\n\n",
+		memoryScopeShare, memstore.DefaultScopeShare, memstore.DefaultMaxEntries)
 	w("The topologies (rows only where their variables are set; `.ci/redis-topologies.sh` and `.ci/pgbouncer.sh` "+
-		"start them on this machine): **%s** is go-redis's ClusterClient on 3 masters without replicas (`%s`); "+
-		"**%s** is go-redis's FailoverClient on a master with one replica behind sentinels (`%s`, `%s`), with "+
+		"start them on this machine, with 3 Cluster masters, and a Sentinel master with one replica; the servers line "+
+		"below says what this run found): **%s** is go-redis's ClusterClient on the seeds in `%s`; "+
+		"**%s** is go-redis's FailoverClient through the sentinels in `%s`, on the master named in `%s`, with "+
 		"`redisstore.WithMinReplicas(1, %v)`: every claim and every record waits (Redis `WAIT`) for the replica's "+
 		"acknowledgement; **%s** is PgBouncer in transaction pooling mode (`%s`), the pool built by "+
 		"`pgstore.ConfigurePool`, which picks a query mode without named prepared statements behind it.\n\n",

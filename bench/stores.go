@@ -44,8 +44,8 @@ const (
 
 // How to get the optional topologies, for the skip messages.
 const (
-	howToRedisTopologies = "run .ci/redis-topologies.sh start and eval \"$(.ci/redis-topologies.sh print-env)\""
-	howToPgBouncer       = "run export " + EnvPgBouncerURL + "=\"$(.ci/pgbouncer.sh start)\""
+	howToRedisTopologies = "run `.ci/redis-topologies.sh start` and `eval \"$(.ci/redis-topologies.sh print-env)\"`"
+	howToPgBouncer       = "run `export " + EnvPgBouncerURL + "=\"$(.ci/pgbouncer.sh start)\"`"
 )
 
 // Store names in section 5.
