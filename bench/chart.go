@@ -124,7 +124,9 @@ func writeBarChart(path, title, yLabel string, categories []string, groups []Bar
 	p.Y.Min = 0
 	p.Y.Max *= 1.45 // room above the bars for the legend
 	p.Y.Tick.Marker = stepTicks{}
-	if err := p.Save(6*vg.Inch, 4*vg.Inch, path); err != nil {
+	// Room for a label and len(groups) bars per category.
+	width := max(6*vg.Inch, vg.Length(len(categories))*(w*vg.Length(len(groups))+vg.Points(36)))
+	if err := p.Save(width, 4*vg.Inch, path); err != nil {
 		return fmt.Errorf("bench: chart %q: %w", title, err)
 	}
 	return nil

@@ -151,6 +151,9 @@ type FaultResult struct {
 	// ChargedErrors those of them that were charged all the same (the caller
 	// cannot tell, and a retry of its own without a key charges again).
 	Errors, ChargedErrors int
+	// ErrorTexts counts the errors returned, by text (an answer other than a
+	// 201 reads "bench: status N").
+	ErrorTexts map[string]int
 	// Attempts counts every attempt sent.
 	Attempts int
 	// AnswerP50 and AnswerP99 are percentiles of the time from an operation's
@@ -257,6 +260,7 @@ func runFaultRow(ctx context.Context, cfg FaultConfig, sc FaultScenario, c Fault
 	var attempts atomic.Int64
 	customers := make([]string, cfg.Ops)
 	failed := make([]bool, cfg.Ops)
+	errTexts := make([]string, cfg.Ops)
 	took := make([]time.Duration, cfg.Ops)
 	sem := make(chan struct{}, cfg.Concurrency)
 	var wg sync.WaitGroup
@@ -286,9 +290,15 @@ func runFaultRow(ctx context.Context, cfg FaultConfig, sc FaultScenario, c Fault
 				return req, nil
 			}
 			opStart := time.Now()
-			ok, _ := c.pay(opCtx, next, cfg.AttemptTimeout, newReq)
+			ok, err := c.pay(opCtx, next, cfg.AttemptTimeout, newReq)
 			took[i] = time.Since(opStart)
 			failed[i] = !ok
+			if !ok {
+				errTexts[i] = "an answer other than 201"
+				if err != nil {
+					errTexts[i] = err.Error()
+				}
+			}
 			attempts.Add(n.Load())
 		})
 	}
@@ -303,6 +313,10 @@ func runFaultRow(ctx context.Context, cfg FaultConfig, sc FaultScenario, c Fault
 		n := srv.Payments(cus)
 		if failed[i] {
 			res.Errors++
+			if res.ErrorTexts == nil {
+				res.ErrorTexts = map[string]int{}
+			}
+			res.ErrorTexts[errTexts[i]]++
 			if n > 0 {
 				res.ChargedErrors++
 			}
@@ -342,7 +356,10 @@ func payIdem(ctx context.Context, next http.RoundTripper, timeout time.Duration,
 	if err != nil {
 		return false, err
 	}
-	return resp.StatusCode == http.StatusCreated, nil
+	if resp.StatusCode != http.StatusCreated {
+		return false, &errStatus{resp.StatusCode}
+	}
+	return true, nil
 }
 
 // payRetryableHTTP makes the payment through go-retryablehttp's default client
@@ -358,10 +375,14 @@ func payRetryableHTTP(ctx context.Context, next http.RoundTripper, timeout time.
 	if err != nil {
 		return false, err
 	}
-	return resp.StatusCode == http.StatusCreated, nil
+	if resp.StatusCode != http.StatusCreated {
+		return false, &errStatus{resp.StatusCode}
+	}
+	return true, nil
 }
 
-// errStatus is the error payBackoff returns for an answer other than 2xx.
+// errStatus is the error a client returns for an answer other than 201 (other
+// than 2xx for payBackoff).
 type errStatus struct{ status int }
 
 func (e *errStatus) Error() string { return "bench: status " + strconv.Itoa(e.status) }

@@ -3,8 +3,10 @@ package bench
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -167,5 +169,30 @@ func TestFaultsLateAnswersKnown(t *testing.T) {
 	}
 	if late != 2 {
 		t.Errorf("%d scenarios with answers after the write in DefaultFaults, want 2", late)
+	}
+}
+
+// A row counts the errors its client returned by text, and an answer other
+// than a 201 without an error as such.
+func TestRunFaultsCountsErrorTexts(t *testing.T) {
+	t.Parallel()
+	var n atomic.Int64
+	fake := FaultClient{Name: "fake", Route: RouteKeyed, Key: "none", pay: func(context.Context, http.RoundTripper, time.Duration, func(context.Context) (*http.Request, error)) (bool, error) {
+		switch n.Add(1) % 3 {
+		case 0:
+			return true, nil
+		case 1:
+			return false, &errStatus{http.StatusConflict}
+		}
+		return false, nil
+	}}
+	cfg := FaultConfig{Ops: 9, Concurrency: 3, AttemptTimeout: time.Second, Scenarios: []FaultScenario{{Name: "no faults"}}}
+	rows, err := RunFaults(context.Background(), cfg, []FaultClient{fake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"bench: status 409": 3, "an answer other than 201": 3}
+	if r := rows[0]; r.Errors != 6 || !maps.Equal(r.ErrorTexts, want) {
+		t.Errorf("%d errors, texts %v; want 6, %v", r.Errors, r.ErrorTexts, want)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/idemkit/idem/server/memstore"
 )
 
 // Markdown renders the report as RESULTS.md.
@@ -115,6 +117,16 @@ func (r *Report) writeFaults(w writef) {
 				opTime(f.AnswerP50), opTime(f.AnswerP99), opTime(f.OutcomeP50), opTime(f.OutcomeP99), f.Elapsed.Round(10*time.Millisecond))
 		}
 		w("\n")
+		for _, f := range r.Faults {
+			if f.Scenario != sc.Name || len(f.ErrorTexts) == 0 {
+				continue
+			}
+			var texts []string
+			for _, t := range slices.Sorted(maps.Keys(f.ErrorTexts)) {
+				texts = append(texts, fmt.Sprintf("%d × `%.300s`", f.ErrorTexts[t], t))
+			}
+			w("Errors returned, %s on `%s`: %s.\n\n", f.Client.Name, f.Client.Route, strings.Join(texts, "; "))
+		}
 	}
 }
 
@@ -198,21 +210,36 @@ func (r *Report) writeServer(w writef) {
 		"key per client (the stored response is sent, the handler does not run). Each store is compared with the same "+
 		"payments handler without idem, in the same run and mode:\n\n", c.Duration, c.Warmup, c.Rounds, c.Workers)
 	w("- **%s**: `/payments/unprotected`, writing to the in-memory ledger; the baseline of the memory and Redis "+
-		"stores, whose handler writes to the in-memory ledger too (Redis cannot share the business write's transaction).\n", BaselineBare)
+		"stores (every Redis topology), whose handler writes to the in-memory ledger too (Redis cannot share the "+
+		"business write's transaction).\n", BaselineBare)
 	w("- **%s**: the payments handler writing to a PostgreSQL table (`internal/demo/pgledger`) in a transaction "+
 		"of its own (BEGIN, INSERT, COMMIT before the response is sent, rollback on a 5xx), on the same database and "+
 		"connection pool size as the PostgreSQL store, whose handler writes the same row inside the store's transaction "+
-		"(`pgstore.Tx`), which also holds the claim and the record.\n\n", BaselineOwnTx)
+		"(`pgstore.Tx`), which also holds the claim and the record.\n", BaselineOwnTx)
+	w("- **%s**: the same, through the same PgBouncer as the store behind it.\n\n", BaselineOwnTxPgBouncer)
+	w("The memory store runs with `memstore.WithScopeShare(%d)`: all the requests here are in one scope, which "+
+		"the default share (%g of %d live records) would fill within a parallel row and refuse with 503s.\n\n",
+		memoryScopeShare, memstore.DefaultScopeShare, memstore.DefaultMaxEntries)
+	w("The topologies (rows only where their variables are set; `.ci/redis-topologies.sh` and `.ci/pgbouncer.sh` "+
+		"start them on this machine, with 3 Cluster masters, and a Sentinel master with one replica; the servers line "+
+		"below says what this run found): **%s** is go-redis's ClusterClient on the seeds in `%s`; "+
+		"**%s** is go-redis's FailoverClient through the sentinels in `%s`, on the master named in `%s`, with "+
+		"`redisstore.WithMinReplicas(1, %v)`: every claim and every record waits (Redis `WAIT`) for the replica's "+
+		"acknowledgement; **%s** is PgBouncer in transaction pooling mode (`%s`), the pool built by "+
+		"`pgstore.ConfigurePool`, which picks a query mode without named prepared statements behind it.\n\n",
+		StoreRedisCluster, EnvRedisClusterAddrs, StoreRedisSentinel, EnvRedisSentinelAddrs, EnvRedisMasterName,
+		sentinelReplicaTimeout, StorePgBouncer, EnvPgBouncerURL)
 	w("Each row runs on a fresh store, with tables (`idem_bench_*`) or a Redis key prefix (`idembench:*`) of its own, " +
 		"dropped or deleted after the row. Round trips are counted by a pgx tracer (a statement, a batch or a prepare " +
-		"is one) and a go-redis hook (a command or a pipeline is one), over the measured requests; the memory store " +
-		"makes none.")
+		"is one) and a go-redis hook (a command or a pipeline is one, a `WAIT` included), over the measured requests; " +
+		"the memory store makes none.")
 	if len(sv.Servers) > 0 {
 		var servers []string
 		for _, name := range slices.Sorted(maps.Keys(sv.Servers)) {
-			servers = append(servers, sv.Servers[name])
+			short, _, _ := strings.Cut(name, " (")
+			servers = append(servers, short+": "+sv.Servers[name])
 		}
-		w(" Servers: %s, on this machine.", strings.Join(servers, ", "))
+		w(" Servers, on this machine: %s.", strings.Join(servers, "; "))
 	}
 	w("\n\nHow to read it: requests, errors and latencies are those of all rounds; req/s is the median of the rounds' "+
 		"throughputs, so that a stall (see max) in one round, which costs a single client its whole length, does not "+
@@ -283,9 +310,10 @@ func (r *Report) writeServerTargets(w writef) {
 		case s.Store == StorePostgres && s.Case == CaseNewKey:
 			lines = append(lines, fmt.Sprintf("PostgreSQL, new key, %s: %.2f × its own-transaction baseline (target ≥ %.2f: %s)",
 				s.Mode, s.Ratio, PostgresTargetRatio, verdict(s.Ratio >= PostgresTargetRatio)))
-		case s.Store == StoreRedis && s.RoundTrips >= 0:
-			lines = append(lines, fmt.Sprintf("Redis, %s, %s: %.2f round trips per request (target ≤ %.0f: %s)",
-				s.Case, s.Mode, s.RoundTrips, redisTripsTarget(s.Case), verdict(meetsRedisTrips(s))))
+		case (s.Store == StoreRedis || s.Store == StoreRedisCluster) && s.RoundTrips >= 0:
+			short, _, _ := strings.Cut(s.Store, " (")
+			lines = append(lines, fmt.Sprintf("%s, %s, %s: %.2f round trips per request (target ≤ %.0f: %s)",
+				short, s.Case, s.Mode, s.RoundTrips, redisTripsTarget(s.Case), verdict(meetsRedisTrips(s))))
 		}
 	}
 	if len(lines) == 0 {

@@ -240,8 +240,21 @@ func writeServerChart(dir string, sl ServerLoadReport) error {
 	}
 	short := make([]string, len(stores))
 	for i, s := range stores {
-		short[i], _, _ = strings.Cut(s, " (")
+		short[i] = chartLabel(s)
 	}
 	return writeBarChart(filepath.Join(dir, ChartServer), "Server throughput per store (higher is better)",
 		"throughput × its baseline (handler without idem)", short, groups, 1, "baseline")
+}
+
+// chartLabel is a store's name short enough for the chart's axis: without the
+// package, and the topologies by what sets them apart.
+func chartLabel(store string) string {
+	switch store {
+	case StoreRedisSentinel:
+		return "Sentinel, WAIT 1"
+	case StorePgBouncer:
+		return "PgBouncer"
+	}
+	label, _, _ := strings.Cut(store, " (")
+	return label
 }

@@ -28,6 +28,9 @@ type StoreTarget struct {
 	// keys of its own. An error (the database is not reachable, say) skips the
 	// store; the report says why.
 	Open func(ctx context.Context, workers int) (*StoreRig, error)
+	// Env lists the variables an optional topology is configured by; while one
+	// is unset, Open fails with ErrNotSet and the store is not measured.
+	Env []string
 }
 
 // StoreRig is an opened store and what its rows are measured with.

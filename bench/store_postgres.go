@@ -18,20 +18,34 @@ import (
 	"github.com/idemkit/idem/server/pgstore"
 )
 
-// openPostgres connects to url with a pool for workers concurrent requests
-// (each holds a connection for its whole transaction) and creates a records
-// table and a payments table of its own, which Close drops.
-func openPostgres(ctx context.Context, url string, workers int) (*StoreRig, error) {
-	cfg, err := pgxpool.ParseConfig(url)
+// pgTarget is where openPostgres connects: url, configured by the variable
+// env; name says what is reached there (PostgreSQL, PgBouncer) and baseline
+// names the rig's baseline rows.
+type pgTarget struct {
+	url, env, name, baseline string
+}
+
+// openPostgres connects to t.url with a pool for workers concurrent requests
+// (each holds a connection for its whole transaction), configured by
+// pgstore.ConfigurePool as a user of PgBouncer is told to, and creates a
+// records table and a payments table of its own, which Close drops.
+func openPostgres(ctx context.Context, t pgTarget, workers int) (*StoreRig, error) {
+	cfg, err := pgxpool.ParseConfig(t.url)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", EnvPostgresURL, err)
+		return nil, fmt.Errorf("%s: %w", t.env, err)
 	}
 	where := fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
+	unreachable := func(err error) error {
+		return fmt.Errorf("cannot reach %s at %s (set %s): %w", t.name, where, t.env, err)
+	}
 	cfg.MaxConns = int32(workers + 4)
 	trips := &pgTrips{}
 	cfg.ConnConfig.Tracer = trips
 	dial, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	if err := pgstore.ConfigurePool(dial, cfg); err != nil {
+		return nil, unreachable(err)
+	}
 	pool, err := pgxpool.NewWithConfig(dial, cfg)
 	if err == nil {
 		err = pool.Ping(dial)
@@ -40,7 +54,7 @@ func openPostgres(ctx context.Context, url string, workers int) (*StoreRig, erro
 		if pool != nil {
 			pool.Close()
 		}
-		return nil, fmt.Errorf("cannot reach PostgreSQL at %s (set %s): %w", where, EnvPostgresURL, err)
+		return nil, unreachable(err)
 	}
 	suffix := strings.ToLower(rand.Text()[:12])
 	keys, pays := "idem_bench_keys_"+suffix, "idem_bench_pay_"+suffix
@@ -71,11 +85,15 @@ func openPostgres(ctx context.Context, url string, workers int) (*StoreRig, erro
 	if err := pool.QueryRow(mctx, "SELECT current_setting('server_version')").Scan(&version); err != nil {
 		return nil, errors.Join(err, closeRig())
 	}
+	server := "PostgreSQL " + version
+	if t.name != "PostgreSQL" {
+		server += " through " + t.name
+	}
 	return &StoreRig{
-		Server:       "PostgreSQL " + version,
+		Server:       server,
 		Store:        store,
 		Ledger:       ledger,
-		Baseline:     BaselineOwnTx,
+		Baseline:     t.baseline,
 		WrapBaseline: func(h http.Handler) http.Handler { return ownTx(pool, h) },
 		RoundTrips:   trips.n.Load,
 		Close:        closeRig,

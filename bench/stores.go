@@ -2,6 +2,11 @@ package bench
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
 
 	"github.com/idemkit/idem/internal/demo/payments"
 	"github.com/idemkit/idem/internal/servicetest"
@@ -17,6 +22,9 @@ const (
 	// transaction of its own (BEGIN, INSERT, COMMIT), on the same database as
 	// the PostgreSQL store.
 	BaselineOwnTx = "own transaction, PostgreSQL ledger"
+	// BaselineOwnTxPgBouncer is BaselineOwnTx through the same PgBouncer as the
+	// store behind it, so that its ratio is the cost of idem on that topology.
+	BaselineOwnTxPgBouncer = "own transaction, PostgreSQL ledger, through PgBouncer"
 )
 
 // Where section 5 finds its servers, and the defaults.
@@ -25,6 +33,19 @@ const (
 	EnvRedisAddr       = servicetest.EnvRedisAddr
 	DefaultPostgresURL = servicetest.DefaultPostgresURL
 	DefaultRedisAddr   = servicetest.DefaultRedisAddr
+
+	// The optional topologies: a store whose variables are unset is not
+	// measured, and RESULTS.md says so.
+	EnvPgBouncerURL       = servicetest.EnvPgBouncerURL
+	EnvRedisClusterAddrs  = servicetest.EnvRedisClusterAddrs
+	EnvRedisSentinelAddrs = servicetest.EnvRedisSentinelAddrs
+	EnvRedisMasterName    = servicetest.EnvRedisMasterName
+)
+
+// How to get the optional topologies, for the skip messages.
+const (
+	howToRedisTopologies = "run `.ci/redis-topologies.sh start` and `eval \"$(.ci/redis-topologies.sh print-env)\"`"
+	howToPgBouncer       = "run `export " + EnvPgBouncerURL + "=\"$(.ci/pgbouncer.sh start)\"`"
 )
 
 // Store names in section 5.
@@ -32,27 +53,84 @@ const (
 	StoreMemory   = "memory (server/memstore)"
 	StorePostgres = "PostgreSQL (server/pgstore)"
 	StoreRedis    = "Redis (server/redisstore)"
+
+	StoreRedisCluster  = "Redis Cluster (server/redisstore)"
+	StoreRedisSentinel = "Redis Sentinel, WAIT 1 (server/redisstore)"
+	StorePgBouncer     = "PostgreSQL through PgBouncer (server/pgstore)"
 )
 
+// sentinelReplicaTimeout is how long the Sentinel row's store waits for its
+// replica's acknowledgement (redisstore.WithMinReplicas(1, …)).
+const sentinelReplicaTimeout = time.Second
+
 // ServerStores returns the stores section 5 measures: memory, PostgreSQL
-// (IDEM_POSTGRES_URL) and Redis (IDEM_REDIS_ADDR).
+// (IDEM_POSTGRES_URL) and Redis (IDEM_REDIS_ADDR); and the topologies whose
+// variables are set: a Redis Cluster (IDEM_REDIS_CLUSTER_ADDRS), a Redis
+// Sentinel set with WAIT 1 (IDEM_REDIS_SENTINEL_ADDRS, IDEM_REDIS_MASTER_NAME)
+// and PostgreSQL through PgBouncer in transaction pooling mode
+// (IDEM_PGBOUNCER_URL).
 func ServerStores() []StoreTarget {
 	return []StoreTarget{
 		{Name: StoreMemory, Open: openMemory},
 		{Name: StorePostgres, Open: func(ctx context.Context, workers int) (*StoreRig, error) {
-			return openPostgres(ctx, servicetest.PostgresURL(), workers)
+			return openPostgres(ctx, pgTarget{url: servicetest.PostgresURL(), env: EnvPostgresURL, name: "PostgreSQL", baseline: BaselineOwnTx}, workers)
 		}},
 		{Name: StoreRedis, Open: func(ctx context.Context, workers int) (*StoreRig, error) {
 			return openRedis(ctx, servicetest.RedisAddr(), workers)
 		}},
+		{Name: StoreRedisCluster, Env: []string{EnvRedisClusterAddrs}, Open: func(ctx context.Context, workers int) (*StoreRig, error) {
+			addrs, err := optional(EnvRedisClusterAddrs, howToRedisTopologies)
+			if err != nil {
+				return nil, err
+			}
+			return openRedisCluster(ctx, addrs, workers)
+		}},
+		{Name: StoreRedisSentinel, Env: []string{EnvRedisSentinelAddrs, EnvRedisMasterName}, Open: func(ctx context.Context, workers int) (*StoreRig, error) {
+			addrs, err := optional(EnvRedisSentinelAddrs, howToRedisTopologies)
+			if err != nil {
+				return nil, err
+			}
+			master, err := optional(EnvRedisMasterName, howToRedisTopologies)
+			if err != nil {
+				return nil, err
+			}
+			return openRedisSentinel(ctx, addrs, master[0], workers)
+		}},
+		{Name: StorePgBouncer, Env: []string{EnvPgBouncerURL}, Open: func(ctx context.Context, workers int) (*StoreRig, error) {
+			url, err := optional(EnvPgBouncerURL, howToPgBouncer)
+			if err != nil {
+				return nil, err
+			}
+			return openPostgres(ctx, pgTarget{url: url[0], env: EnvPgBouncerURL, name: "PgBouncer", baseline: BaselineOwnTxPgBouncer}, workers)
+		}},
 	}
 }
+
+// ErrNotSet is wrapped by Open's error when a topology's variable is unset:
+// the store is not measured, but nothing is wrong.
+var ErrNotSet = errors.New("not set")
+
+// optional returns the comma-separated list in the variable env, or an error
+// wrapping ErrNotSet that says how to get one.
+func optional(env, howto string) ([]string, error) {
+	v := os.Getenv(env)
+	if v == "" {
+		return nil, fmt.Errorf("%s is %w: %s", env, ErrNotSet, howto)
+	}
+	return strings.Split(v, ","), nil
+}
+
+// memoryScopeShare is the memory store's scope share in section 5: every
+// request of the bench is in one scope, which the default share (1/8 of
+// DefaultMaxEntries: 12,500 live records) would fill within a parallel row and
+// refuse with 503s; the row measures the store's cost, not its quota.
+const memoryScopeShare = 1
 
 // openMemory returns a fresh memory store; it talks to no server, so it makes
 // no round trips.
 func openMemory(context.Context, int) (*StoreRig, error) {
 	return &StoreRig{
-		Store:      memstore.New(),
+		Store:      memstore.New(memstore.WithScopeShare(memoryScopeShare)),
 		Ledger:     payments.NewMemLedger(),
 		Baseline:   BaselineBare,
 		RoundTrips: func() int64 { return 0 },

@@ -2,10 +2,12 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,10 +36,21 @@ func TestOpenUnreachable(t *testing.T) {
 		want string
 	}{
 		{"PostgreSQL", func(ctx context.Context, w int) (*StoreRig, error) {
-			return openPostgres(ctx, "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=2", w)
-		}, "cannot reach PostgreSQL at 127.0.0.1:1/test"},
+			return openPostgres(ctx, pgTarget{url: "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=2",
+				env: EnvPostgresURL, name: "PostgreSQL", baseline: BaselineOwnTx}, w)
+		}, "cannot reach PostgreSQL at 127.0.0.1:1/test (set IDEM_POSTGRES_URL)"},
+		{"PgBouncer", func(ctx context.Context, w int) (*StoreRig, error) {
+			return openPostgres(ctx, pgTarget{url: "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=2",
+				env: EnvPgBouncerURL, name: "PgBouncer", baseline: BaselineOwnTxPgBouncer}, w)
+		}, "cannot reach PgBouncer at 127.0.0.1:1/test (set IDEM_PGBOUNCER_URL)"},
 		{"Redis", func(ctx context.Context, w int) (*StoreRig, error) { return openRedis(ctx, "127.0.0.1:1", w) },
 			"cannot reach Redis at 127.0.0.1:1"},
+		{"Redis Cluster", func(ctx context.Context, w int) (*StoreRig, error) {
+			return openRedisCluster(ctx, []string{"127.0.0.1:1", "127.0.0.1:2"}, w)
+		}, "cannot reach the Redis Cluster at 127.0.0.1:1,127.0.0.1:2 (set IDEM_REDIS_CLUSTER_ADDRS)"},
+		{"Redis Sentinel", func(ctx context.Context, w int) (*StoreRig, error) {
+			return openRedisSentinel(ctx, []string{"127.0.0.1:1"}, "m", w)
+		}, `cannot reach the Redis master "m" through the sentinels at 127.0.0.1:1`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -56,12 +69,28 @@ func TestOpenUnreachable(t *testing.T) {
 
 // The PostgreSQL baseline commits the handler's write with a 2xx, rolls it
 // back with a 5xx, and passes the response through; Close drops the tables.
+// Directly, and through PgBouncer when IDEM_PGBOUNCER_URL is set.
 func TestPostgresBaseline(t *testing.T) {
 	t.Parallel()
+	t.Run("direct", func(t *testing.T) {
+		t.Parallel()
+		testPostgresBaseline(t, pgTarget{url: servicetest.PostgresURL(), env: EnvPostgresURL, name: "PostgreSQL", baseline: BaselineOwnTx})
+	})
+	t.Run("PgBouncer", func(t *testing.T) {
+		url := servicetest.Optional(t, EnvPgBouncerURL, howToPgBouncer)
+		t.Parallel()
+		testPostgresBaseline(t, pgTarget{url: url[0], env: EnvPgBouncerURL, name: "PgBouncer", baseline: BaselineOwnTxPgBouncer})
+	})
+}
+
+func testPostgresBaseline(t *testing.T, target pgTarget) {
 	ctx := context.Background()
-	rig, err := openPostgres(ctx, servicetest.PostgresURL(), 2)
+	rig, err := openPostgres(ctx, target, 2)
 	if err != nil {
 		skipUnreachable(t, err)
+	}
+	if rig.Baseline != target.baseline {
+		t.Errorf("baseline %q, want %q", rig.Baseline, target.baseline)
 	}
 	ledger := rig.Ledger.(*pgpayments.Ledger)
 	tests := []struct {
@@ -107,28 +136,64 @@ func TestPostgresBaseline(t *testing.T) {
 	if err := rig.Close(); err != nil {
 		t.Fatal(err)
 	}
-	conn, err := pgx.Connect(ctx, servicetest.PostgresURL())
+	conn, err := pgx.Connect(ctx, target.url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
 	for _, table := range []string{keys, pays} {
 		var exists bool
-		if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", table).Scan(&exists); err != nil || exists {
+		if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", pgx.QueryExecModeSimpleProtocol, table).Scan(&exists); err != nil || exists {
 			t.Errorf("table %s still exists after Close (%v)", table, err)
 		}
 	}
 }
 
-// The Redis rig counts two round trips for a first request and one for a
-// replay, and Close deletes its keys.
+// The Redis rigs count two round trips for a first request and one for a
+// replay (on Sentinel with WAIT 1, the WAITs add theirs), and Close deletes
+// their keys, on every master of a Cluster.
 func TestRedisRig(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	rig, err := openRedis(ctx, servicetest.RedisAddr(), 2)
-	if err != nil {
-		skipUnreachable(t, err)
+	tests := []struct {
+		name string
+		// open opens the rig and a client of the same servers, or skips t
+		// when its topology is not set.
+		open          func(t *testing.T) (*StoreRig, redis.UniversalClient, error)
+		first, replay int64 // round trips
+	}{
+		{"single", func(*testing.T) (*StoreRig, redis.UniversalClient, error) {
+			addr := servicetest.RedisAddr()
+			rig, err := openRedis(context.Background(), addr, 2)
+			return rig, redis.NewClient(&redis.Options{Addr: addr}), err
+		}, 2, 1},
+		{"Cluster", func(t *testing.T) (*StoreRig, redis.UniversalClient, error) {
+			addrs := servicetest.Optional(t, EnvRedisClusterAddrs, howToRedisTopologies)
+			rig, err := openRedisCluster(context.Background(), addrs, 2)
+			return rig, redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs}), err
+		}, 2, 1},
+		{"Sentinel WAIT 1", func(t *testing.T) (*StoreRig, redis.UniversalClient, error) {
+			addrs := servicetest.Optional(t, EnvRedisSentinelAddrs, howToRedisTopologies)
+			master := servicetest.Optional(t, EnvRedisMasterName, howToRedisTopologies)
+			rig, err := openRedisSentinel(context.Background(), addrs, master[0], 2)
+			return rig, redis.NewFailoverClient(&redis.FailoverOptions{MasterName: master[0], SentinelAddrs: addrs}), err
+		}, 4, 1},
 	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rig, client, err := tt.open(t)
+			defer client.Close()
+			if err != nil {
+				skipUnreachable(t, err)
+			}
+			testRedisRig(t, rig, client, tt.first, tt.replay)
+		})
+	}
+}
+
+// testRedisRig checks rig's round trips and that Close deletes its keys,
+// which client sees.
+func testRedisRig(t *testing.T, rig *StoreRig, client redis.UniversalClient, first, replay int64) {
+	ctx := context.Background()
 	key := "rig-test-" + fmt.Sprint(time.Now().UnixNano())
 	run := func(context.Context) (*server.Response, bool) {
 		return &server.Response{Status: http.StatusCreated, Body: []byte("ok")}, true
@@ -142,8 +207,8 @@ func TestRedisRig(t *testing.T) {
 		trips int64
 	}{
 		{"warm-up", warm, -1},
-		{"first request", req, 2},
-		{"replay", req, 1},
+		{"first request", req, first},
+		{"replay", req, replay},
 	}
 	for _, tt := range tests {
 		before := rig.RoundTrips()
@@ -154,15 +219,53 @@ func TestRedisRig(t *testing.T) {
 			t.Errorf("%s: %d round trips, want %d", tt.name, got, tt.trips)
 		}
 	}
+	var (
+		mu   sync.Mutex // forEachMaster runs in parallel on a Cluster
+		left []string
+	)
+	count := func() {
+		left = nil
+		err := forEachMaster(ctx, client, func(ctx context.Context, node *redis.Client) error {
+			keys, _, err := node.Scan(ctx, 0, "idembench:*:*"+key+"*", 1<<20).Result()
+			mu.Lock()
+			defer mu.Unlock()
+			left = append(left, keys...)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if count(); len(left) == 0 {
+		t.Fatal("no keys written")
+	}
 	if err := rig.Close(); err != nil {
 		t.Fatal(err)
 	}
-	c := redis.NewClient(&redis.Options{Addr: servicetest.RedisAddr()})
-	defer c.Close()
-	for _, k := range []string{key, warm.Key} {
-		keys, _, err := c.Scan(ctx, 0, "idembench:*:"+k, 1<<20).Result()
-		if err != nil || len(keys) != 0 {
-			t.Errorf("after Close: keys %v (%v)", keys, err)
+	if count(); len(left) != 0 {
+		t.Errorf("after Close: keys %v", left)
+	}
+}
+
+// A topology whose variable is unset is not measured: its Open fails with
+// ErrNotSet, naming the variable and how to set it.
+func TestTopologyNotSet(t *testing.T) {
+	for _, st := range ServerStores() {
+		if len(st.Env) == 0 {
+			continue
 		}
+		t.Run(st.Name, func(t *testing.T) {
+			for _, env := range st.Env {
+				t.Setenv(env, "")
+			}
+			rig, err := st.Open(context.Background(), 2)
+			if err == nil {
+				_ = rig.Close()
+				t.Fatal("opened with its variables unset")
+			}
+			if !errors.Is(err, ErrNotSet) || !strings.Contains(err.Error(), st.Env[0]) || !strings.Contains(err.Error(), ".ci/") {
+				t.Errorf("error %q: want ErrNotSet, naming %s and how to set it", err, st.Env[0])
+			}
+		})
 	}
 }

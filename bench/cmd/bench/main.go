@@ -1,7 +1,7 @@
 // Command bench runs idem's benchmarks side by side with its peers and writes
 // RESULTS.md and PNG charts:
 //
-//	cd bench && go run ./cmd/bench            # full run, about three minutes on 2 cores
+//	cd bench && go run ./cmd/bench            # full run, about six minutes on 2 cores with every topology
 //	cd bench && go run ./cmd/bench -quick     # CI-sized smoke run, about 25 s
 //	cd bench && go run ./cmd/bench -out /tmp/results -sections 1,3
 package main
