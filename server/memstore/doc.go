@@ -41,10 +41,13 @@
 //
 // WithMaxEntries (100,000) and WithMaxBytes (256 MiB) bound records and claims
 // together: each entry is charged its key, scope, fingerprint, recorded
-// response and a fixed overhead. One non-empty scope may hold at most
-// WithScopeShare (one eighth) of each bound, so a tenant that floods unique
-// keys fills its own share and is refused (ErrScopeFull) while the others
-// keep theirs; the empty scope (no server.WithScope) has no quota. The
+// response and a fixed overhead. Each non-empty scope is guaranteed
+// WithScopeShare (one eighth) of each bound: past its share a scope may still
+// use free room, but never the last share of the store, which stays for the
+// scopes within theirs. So a single tenant can fill seven eighths of the
+// store, and a tenant that floods unique keys is refused (ErrScopeFull) at
+// that line while the others keep succeeding; the empty scope (no
+// server.WithScope) has no quota. The
 // middleware records neither its own refusals nor the handler's (400, 401,
 // 403, 413, 422, 429, ...), so invalid requests take no room at all.
 //

@@ -12,7 +12,7 @@ const (
 	// DefaultMaxBytes is how many bytes of records and claims a Store holds
 	// at most (256 MiB).
 	DefaultMaxBytes = 256 << 20
-	// DefaultScopeShare is the share of both bounds that one scope may hold.
+	// DefaultScopeShare is the share of both bounds each scope is guaranteed.
 	DefaultScopeShare = 0.125
 )
 
@@ -65,9 +65,10 @@ func WithMaxBytes(n int64) Option {
 }
 
 // WithScopeShare sets the share (above 0, at most 1) of WithMaxEntries and of
-// WithMaxBytes that one non-empty scope may hold (default DefaultScopeShare,
-// one eighth): a scope past it gets ErrScopeFull, answered 503, while the
-// others keep their room. The empty scope (no server.WithScope: one scope for
+// WithMaxBytes that each non-empty scope is guaranteed (default
+// DefaultScopeShare, one eighth). A scope past its share may use free room
+// except the store's last share, kept for the scopes within theirs; there it
+// gets ErrScopeFull, answered 503, while the others keep their room. The empty scope (no server.WithScope: one scope for
 // everyone) has no quota, having nobody to be fair to.
 func WithScopeShare(f float64) Option {
 	if !(f > 0 && f <= 1) {

@@ -40,12 +40,17 @@ const (
 )
 
 // reserve takes one entry and cost bytes for scope from the store's bounds
-// and from the scope's quota (the empty scope has none). Bytes are checked as
-// "below the bound": a record may take a scope or the store past it by one
-// response, and then no new claim fits until something expires.
+// and from the scope's quota (the empty scope has none). A scope within its
+// share may use any free room. Past its share it may still use free room, but
+// never the last share of the store, which is kept for the scopes within
+// theirs: a single tenant can fill most of the store, and a flooding tenant
+// cannot lock the others out. Bytes are checked as "below the bound": a record
+// may take a scope or the store past it by one response, and then no new claim
+// fits until something expires.
 func (s *Store) reserve(scope string, cost int64) quotaResult {
+	var n int64
 	for {
-		n := s.entries.Load()
+		n = s.entries.Load()
 		if n >= s.maxEntries || s.bytes.Load() >= s.maxBytes {
 			return storeFull
 		}
@@ -65,7 +70,9 @@ func (s *Store) reserve(scope string, cost int64) quotaResult {
 		u = &usage{}
 		ss.m[scope] = u
 	}
-	if u.entries >= s.scopeMaxEntries || u.bytes >= s.scopeMaxBytes {
+	overShare := u.entries >= s.scopeMaxEntries || u.bytes >= s.scopeMaxBytes
+	inReserve := n >= s.maxEntries-s.scopeMaxEntries || s.bytes.Load()-cost >= s.maxBytes-s.scopeMaxBytes
+	if overShare && inReserve {
 		if u.entries == 0 {
 			delete(ss.m, scope)
 		}
