@@ -6,8 +6,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/idemkit/idem/server/memstore"
 )
 
 // Markdown renders the report as RESULTS.md.
@@ -217,9 +215,6 @@ func (r *Report) writeServer(w writef) {
 		"connection pool size as the PostgreSQL store, whose handler writes the same row inside the store's transaction "+
 		"(`pgstore.Tx`), which also holds the claim and the record.\n", BaselineOwnTx)
 	w("- **%s**: the same, through the same PgBouncer as the store behind it.\n\n", BaselineOwnTxPgBouncer)
-	w("The memory store runs with `memstore.WithScopeShare(%d)`: all the requests here are in one scope, which "+
-		"the default share (%g of %d live records) would fill within a parallel row and refuse with 503s.\n\n",
-		memoryScopeShare, memstore.DefaultScopeShare, memstore.DefaultMaxEntries)
 	w("The topologies (rows only where their variables are set; `.ci/redis-topologies.sh` and `.ci/pgbouncer.sh` "+
 		"start them on this machine, with 3 Cluster masters, and a Sentinel master with one replica; the servers line "+
 		"below says what this run found): **%s** is go-redis's ClusterClient on the seeds in `%s`; "+

@@ -120,17 +120,11 @@ func optional(env, howto string) ([]string, error) {
 	return strings.Split(v, ","), nil
 }
 
-// memoryScopeShare is the memory store's scope share in section 5: every
-// request of the bench is in one scope, which the default share (1/8 of
-// DefaultMaxEntries: 12,500 live records) would fill within a parallel row and
-// refuse with 503s; the row measures the store's cost, not its quota.
-const memoryScopeShare = 1
-
 // openMemory returns a fresh memory store; it talks to no server, so it makes
 // no round trips.
 func openMemory(context.Context, int) (*StoreRig, error) {
 	return &StoreRig{
-		Store:      memstore.New(memstore.WithScopeShare(memoryScopeShare)),
+		Store:      memstore.New(),
 		Ledger:     payments.NewMemLedger(),
 		Baseline:   BaselineBare,
 		RoundTrips: func() int64 { return 0 },
