@@ -45,7 +45,10 @@ func TestRunSlowHandlersDoNotStarveThePool(t *testing.T) {
 		go func() {
 			req, _ := http.NewRequest(http.MethodPost, url+"/payments", strings.NewReader(body))
 			req.Header.Set(server.HeaderKey, slowKey+string(rune('a'+i)))
-			req.Header.Set("Chaos-Delay-After-Write", "8s")
+			// Slow enough that the checks below, each of which must be
+			// answered while these still run, fit in it on a loaded CI
+			// machine (8s was not always enough with the other tests).
+			req.Header.Set("Chaos-Delay-After-Write", "20s")
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Errorf("slow request: %v", err)
