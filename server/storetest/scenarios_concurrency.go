@@ -19,23 +19,7 @@ func testConcurrent(t *testing.T, f Fixture) {
 	const n = 10
 	e := newEnv(t, f, server.WithInProgressWait(0))
 	body := e.body(2500)
-	entered := make(chan struct{}, n)
-	release := e.newGate()
-	e.setBeforeWrite(func(*http.Request) error {
-		entered <- struct{}{}
-		<-release.ch
-		return nil
-	})
-	start := make(chan struct{})
-	replies := make(chan reply, n)
-	var wg sync.WaitGroup
-	for range n {
-		wg.Go(func() {
-			<-start
-			replies <- e.post(body, withKey("race-1"))
-		})
-	}
-	close(start)
+	race := e.startRace(n, body, "race-1")
 
 	deadline := time.NewTimer(waitLimit)
 	defer deadline.Stop()
@@ -48,7 +32,7 @@ wait:
 		}
 		select {
 		case <-changed:
-		case <-entered:
+		case <-race.entered:
 			if inHandler++; inHandler > 1 {
 				t.Errorf("two requests with one key ran the handler at the same time")
 				break wait
@@ -58,13 +42,9 @@ wait:
 			break wait
 		}
 	}
-	release.open()
-	wg.Wait()
-	close(replies)
-
 	var executed []reply
 	var replayed []reply
-	for r := range replies {
+	for _, r := range race.finish() {
 		switch {
 		case r.Err == nil && r.Status == http.StatusCreated && !r.replayed():
 			executed = append(executed, r)
@@ -216,4 +196,45 @@ func recv(t *testing.T, ch <-chan reply, what string) reply {
 		t.Fatalf("timed out after %v waiting for %s", waitLimit, what)
 		return reply{}
 	}
+}
+
+// race is n requests with one key, sent at once while the handler is held at
+// a gate: the set-up of the concurrency scenarios.
+type race struct {
+	entered chan struct{} // one value each time a request reaches the handler
+	release *gate
+	replies chan reply
+	wg      sync.WaitGroup
+}
+
+// startRace holds the handler at a gate and sends n requests with body and
+// key, all released together.
+func (e *env) startRace(n int, body, key string) *race {
+	r := &race{entered: make(chan struct{}, n), release: e.newGate(), replies: make(chan reply, n)}
+	e.setBeforeWrite(func(*http.Request) error {
+		r.entered <- struct{}{}
+		<-r.release.ch
+		return nil
+	})
+	start := make(chan struct{})
+	for range n {
+		r.wg.Go(func() {
+			<-start
+			r.replies <- e.post(body, withKey(key))
+		})
+	}
+	close(start)
+	return r
+}
+
+// finish opens the gate and returns every reply once all have come.
+func (r *race) finish() []reply {
+	r.release.open()
+	r.wg.Wait()
+	close(r.replies)
+	var all []reply
+	for rep := range r.replies {
+		all = append(all, rep)
+	}
+	return all
 }

@@ -139,40 +139,21 @@ func testConcurrentWait(t *testing.T, f Fixture) {
 	const n = 10
 	e := newEnv(t, f, server.WithInProgressWait(waitLimit))
 	body := e.body(2600)
-	entered := make(chan struct{}, n)
-	release := e.newGate()
-	e.setBeforeWrite(func(*http.Request) error {
-		entered <- struct{}{}
-		<-release.ch
-		return nil
-	})
-	start := make(chan struct{})
-	replies := make(chan reply, n)
-	var wg sync.WaitGroup
-	for range n {
-		wg.Go(func() {
-			<-start
-			replies <- e.post(body, withKey("race-wait-1"))
-		})
-	}
-	close(start)
+	race := e.startRace(n, body, "race-wait-1")
 	select {
-	case <-entered:
+	case <-race.entered:
 	case <-time.After(waitLimit):
 		t.Fatalf("no request reached the handler within %v", waitLimit)
 	}
 	e.obs.waitUntil(t, "the store was asked for every duplicate", func(c counts) bool { return c.calls >= n })
 	select {
-	case <-entered:
+	case <-race.entered:
 		t.Fatalf("two requests with one key ran the handler at the same time")
 	case <-time.After(earlyWindow):
 	}
-	release.open()
-	wg.Wait()
-	close(replies)
 
 	var executed, replayed []reply
-	for r := range replies {
+	for _, r := range race.finish() {
 		switch {
 		case r.Err == nil && r.Status == http.StatusCreated && !r.replayed():
 			executed = append(executed, r)
