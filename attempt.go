@@ -21,6 +21,7 @@ type attemptResult struct {
 	retryAfter    time.Duration // the Retry-After of a 409, 429 or 503
 	hasRetryAfter bool
 	refusal       refusal // why the operation ended on it, when it did
+	superseded    bool    // a late attempt answered while this one was made (see late.go)
 }
 
 // attempt makes the next attempt and returns its result. nextBody is the body
@@ -37,12 +38,18 @@ func (o *operation) attempt(nextBody io.ReadCloser) attemptResult {
 		resp, err := o.t.transport().RoundTrip(o.attemptRequest(o.ctx, nextBody, limit))
 		return o.result(now, resp, err)
 	}
-	// The bound is for the response headers only: a timer cancels the
-	// attempt's context if they are late, and is stopped when they come.
+	// The bound is for the response headers only.
 	ctx, cancel := context.WithCancelCause(o.ctx)
 	b := &boundedAttempt{cancel: cancel, after: bound, capped: capped}
+	req := o.attemptRequest(ctx, nextBody, limit)
+	if o.late != nil && !capped {
+		// A keyed attempt goes on past WithAttemptTimeout (see late.go).
+		return o.attemptGoesOn(req, b, now)
+	}
+	// A timer cancels the attempt's context if the headers are late, and is
+	// stopped when they come.
 	timer := time.AfterFunc(bound, b.expire)
-	resp, err := o.t.transport().RoundTrip(o.attemptRequest(ctx, nextBody, limit))
+	resp, err := o.t.transport().RoundTrip(req)
 	if !timer.Stop() {
 		// The bound fired: whatever came back may be cut.
 		if resp != nil && resp.Body != nil {
@@ -50,14 +57,20 @@ func (o *operation) attempt(nextBody io.ReadCloser) attemptResult {
 		}
 		return attemptResult{outcome: outcome{err: context.Cause(ctx), timedOut: o.ctx.Err() == nil}}
 	}
+	return o.answered(now, b, resp, err)
+}
+
+// answered is the result of a bounded attempt whose answer came within its
+// bound: the body of a response keeps the attempt's context until it is
+// closed; otherwise the context is released now.
+func (o *operation) answered(start time.Time, b *boundedAttempt, resp *http.Response, err error) attemptResult {
 	if err != nil || resp.Body == nil || resp.StatusCode == http.StatusSwitchingProtocols {
-		cancel(nil)
+		b.cancel(nil)
 	} else {
-		// The body lives until it is closed.
 		b.ReadCloser = resp.Body
 		resp.Body = b
 	}
-	return o.result(now, resp, err)
+	return o.result(start, resp, err)
 }
 
 // result reads what the operation needs from a response: its status, and the

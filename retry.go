@@ -43,9 +43,10 @@ type operation struct {
 	body   replayBody
 
 	start    time.Time
-	capAt    time.Time // start + WithMaxElapsed
-	deadline time.Time // the earlier of capAt and the context's deadline
-	bo       BackOff   // made on the first retry
+	capAt    time.Time     // start + WithMaxElapsed
+	deadline time.Time     // the earlier of capAt and the context's deadline
+	bo       BackOff       // made on the first retry
+	late     *lateAttempts // keyed attempts going on past WithAttemptTimeout; nil when none may
 
 	attempts   int
 	polling    bool          // the latest attempt got a keyed 409: the next one is a poll
@@ -79,6 +80,9 @@ func (o *operation) run() (*http.Response, error) {
 		return nil, &Error{Key: o.key, LastErr: err, detail: "reading the request body"}
 	}
 	cfg.budget.recordRequest(o.start)
+	if keyed && mayRetry && cfg.attemptTimeout > 0 && o.body.replayable() {
+		o.late = newLateAttempts(o.req.Method, keyed, cfg.retryUnsent)
+	}
 
 	// A host held back by the budget is waited for, even before a first attempt.
 	if detail, cause := o.waitForHost(); cause != nil {
@@ -100,6 +104,9 @@ func (o *operation) run() (*http.Response, error) {
 
 		// Make one attempt.
 		res := o.attempt(nextBody)
+		if res.superseded {
+			return o.late.result(), nil // an earlier attempt answered (see late.go)
+		}
 		o.last = res
 
 		// The attempt failed because the caller's context ended: stop at
@@ -179,7 +186,7 @@ func (o *operation) run() (*http.Response, error) {
 		// after the wait, so the next attempt still has time.
 		o.notify(wait, reason)
 		discard(res.resp, now.Add(o.deadline.Sub(now.Add(wait))/2))
-		werr := sleepContext(o.ctx, wait)
+		werr := o.sleep(wait)
 		detail := ""
 		if werr == nil {
 			// Another operation may have put a hold on the host meanwhile.
@@ -189,6 +196,9 @@ func (o *operation) run() (*http.Response, error) {
 			cfg.budget.refund(now)
 			if nextBody != nil {
 				_ = nextBody.Close()
+			}
+			if werr == errAnswered {
+				return o.late.result(), nil // an earlier attempt answered (see late.go)
 			}
 			o.last.resp = nil
 			return nil, o.fail(werr, detail)
@@ -277,20 +287,26 @@ func (o *operation) waitForHost() (detail string, cause error) {
 	if !now.Add(wait).Before(o.deadline) {
 		return "held for " + h.String(), ErrHostCoolingDown
 	}
-	return "", sleepContext(o.ctx, wait)
+	return "", o.sleep(wait)
 }
 
-// sleepContext waits for d, or until ctx is done, and then returns
-// context.Cause(ctx).
-func sleepContext(ctx context.Context, d time.Duration) error {
+// sleep waits for d, or until the caller's context is done (it then returns
+// the context's cause), or until a late attempt answers (errAnswered).
+func (o *operation) sleep(d time.Duration) error {
 	if d <= 0 {
-		return context.Cause(ctx)
+		return context.Cause(o.ctx)
+	}
+	var answered <-chan struct{} // nil: never
+	if o.late != nil {
+		answered = o.late.won
 	}
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {
-	case <-ctx.Done():
-		return context.Cause(ctx)
+	case <-o.ctx.Done():
+		return context.Cause(o.ctx)
+	case <-answered:
+		return errAnswered
 	case <-timer.C:
 		return nil
 	}

@@ -16,8 +16,9 @@ import (
 // TestTimedOutPaymentLearnsItsOutcome is issue 8's scenario over idem's own
 // server (in-process, memory store): the first attempt is written but answers
 // late (1.2 s, past the 300 ms attempt time-out); the retries meet the key in
-// progress. The caller must end with the payment's 201, not a 409 or an
-// "attempts exhausted", and exactly one payment is made.
+// progress. The caller must end with the payment's 201 within about a second
+// of the answer, not a 409 or an "attempts exhausted", and exactly one
+// payment is made.
 func TestTimedOutPaymentLearnsItsOutcome(t *testing.T) {
 	t.Parallel()
 	srv := idemtest.NewServer()
@@ -33,8 +34,11 @@ func TestTimedOutPaymentLearnsItsOutcome(t *testing.T) {
 	resp, err := tr.RoundTrip(req)
 	require.NoError(t, err)
 	_ = resp.Body.Close()
+	elapsed := time.Since(start)
 	assert.Equal(t, http.StatusCreated, resp.StatusCode)
-	assert.True(t, idem.Replayed(resp), "the answer is the first execution's, replayed")
-	assert.Less(t, time.Since(start), 5*time.Second)
+	// The first attempt went on past its time-out (see late.go): the answer is
+	// its own 201 when it comes first, or its replay to a poll.
+	t.Logf("201 after %v (replayed: %v)", elapsed, idem.Replayed(resp))
+	assert.Less(t, elapsed, 1200*time.Millisecond+1500*time.Millisecond, "within about a second of the late answer")
 	assert.Equal(t, 1, srv.Payments("cus_late"))
 }

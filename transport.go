@@ -101,7 +101,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, &Error{Key: key, Cause: err}
 	}
 	o := newOperation(t, cfg, req, key, header)
-	return o.run()
+	return o.settle(o.run())
 }
 
 // wellFormed reports whether req is an http or https request that idem can

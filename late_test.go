@@ -1,0 +1,229 @@
+package idem
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// lateServer answers the first request of an operation only when release is
+// closed (with first's status and the body "first"), and every later one with
+// later(n, w, r), n counting from 2. arrived receives each request's number
+// as it comes; gone receives the number of a request whose client left.
+type lateServer struct {
+	*httptest.Server
+	n       atomic.Int32
+	release chan struct{}
+	arrived chan int32
+	gone    chan int32
+}
+
+func newLateServer(t *testing.T, first int, later func(n int32, w http.ResponseWriter, r *http.Request)) *lateServer {
+	s := &lateServer{release: make(chan struct{}), arrived: make(chan int32, 100), gone: make(chan int32, 100)}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		n := s.n.Add(1)
+		s.arrived <- n
+		if n > 1 {
+			later(n, w, r)
+			return
+		}
+		select {
+		case <-s.release:
+			w.WriteHeader(first)
+			_, _ = io.WriteString(w, "first")
+		case <-r.Context().Done():
+			s.gone <- n
+		}
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// inProgress answers 409 with a Retry-After of 10 s, within the test's guard
+// (20 s) but far past the time a late answer takes in these tests: an
+// operation that waits for it instead of taking the late answer is slow to
+// fail, and makes a poll that the test counts.
+func inProgress(_ int32, w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Retry-After", "10")
+	w.WriteHeader(http.StatusConflict)
+}
+
+// hold answers nothing until the client leaves, and reports it.
+func (s *lateServer) hold(n int32, _ http.ResponseWriter, r *http.Request) {
+	<-r.Context().Done()
+	s.gone <- n
+}
+
+// guard bounds an operation that should end long before: a test that fails
+// ends on it instead of on the test binary's time-out.
+func guard(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestLateAnswerEndsTheWait: the first attempt passes its time-out and goes
+// on; the retry gets 409 with a minute's Retry-After. When the first attempt's
+// answer comes, the operation ends with it at once: its own 201, its body
+// readable, and no poll made.
+func TestLateAnswerEndsTheWait(t *testing.T) {
+	t.Parallel()
+	srv := newLateServer(t, http.StatusCreated, inProgress)
+	tr := NewTransport(srv.Client().Transport, WithAttemptTimeout(50*time.Millisecond),
+		WithBackoff(time.Millisecond, time.Millisecond), WithMaxElapsed(2*time.Minute), WithMaxRetryAfter(2*time.Minute))
+
+	type result struct {
+		resp *http.Response
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		resp, err := tr.RoundTrip(mustRequest(t, guard(t), http.MethodPost, srv.URL, `{"amount":1}`))
+		done <- result{resp, err}
+	}()
+	require.EqualValues(t, 1, <-srv.arrived)
+	require.EqualValues(t, 2, <-srv.arrived) // the retry, answered 409
+	close(srv.release)
+
+	r := <-done
+	require.NoError(t, r.err)
+	assert.Equal(t, http.StatusCreated, r.resp.StatusCode)
+	assert.Equal(t, "first", readAll(t, r.resp))
+	assert.EqualValues(t, 2, srv.n.Load(), "no poll after the 409")
+}
+
+// TestLateAnswerEndsTheAttemptInFlight: the late answer comes while the
+// operation's current attempt is waiting for its own; that attempt is let go
+// (its server sees the client leave) and the late answer is returned.
+func TestLateAnswerEndsTheAttemptInFlight(t *testing.T) {
+	t.Parallel()
+	var srv *lateServer
+	srv = newLateServer(t, http.StatusCreated, func(n int32, w http.ResponseWriter, r *http.Request) { srv.hold(n, w, r) })
+	// The second attempt's own time-out is far away: only the late answer ends it.
+	tr := NewTransport(srv.Client().Transport, WithAttemptTimeout(50*time.Millisecond),
+		WithBackoff(time.Millisecond, time.Millisecond), WithMaxElapsed(2*time.Minute))
+	done := make(chan *http.Response, 1)
+	go func() {
+		resp, err := tr.RoundTrip(mustRequest(t, guard(t), http.MethodPost, srv.URL, `{"amount":1}`))
+		assert.NoError(t, err)
+		done <- resp
+	}()
+	require.EqualValues(t, 1, <-srv.arrived)
+	// Attempts time out every 50 ms; release the first once a retry is waiting.
+	require.EqualValues(t, 2, <-srv.arrived)
+	close(srv.release)
+
+	resp := <-done
+	require.NotNil(t, resp)
+	assert.Equal(t, http.StatusCreated, resp.StatusCode)
+	assert.Equal(t, "first", readAll(t, resp))
+	// Every other attempt is let go: their server sees each client leave.
+	for left := srv.n.Load() - 1; left > 0; left-- {
+		assert.NotEqualValues(t, 1, <-srv.gone, "the answering attempt was cancelled")
+	}
+}
+
+// closeSignal is a response body that reports its Close.
+type closeSignal struct {
+	io.Reader
+	closed chan struct{}
+}
+
+func (c *closeSignal) Close() error { close(c.closed); return nil }
+
+// TestLateAttemptsTakeOnlyFinalAnswers drives the rule itself: a late answer
+// that may be retried (409, 429, 500, 503) or a late error is let go (body
+// closed, attempt's context released) and ends nothing; the first final
+// answer is taken, and keeps its context until its body is closed; one that
+// comes after it is let go; when the operation ends, every other late attempt
+// is cancelled.
+func TestLateAttemptsTakeOnlyFinalAnswers(t *testing.T) {
+	t.Parallel()
+	l := newLateAttempts(http.MethodPost, true, false)
+	late := func() (chan roundTrip, context.Context, *closeSignal) {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		done := make(chan roundTrip, 1)
+		l.goOn(done, &boundedAttempt{cancel: cancel, after: time.Second})
+		return done, ctx, &closeSignal{Reader: strings.NewReader("body"), closed: make(chan struct{})}
+	}
+	for _, status := range []int{http.StatusConflict, http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusServiceUnavailable} {
+		done, ctx, body := late()
+		done <- roundTrip{resp: &http.Response{StatusCode: status, Body: body}}
+		<-body.closed
+		<-ctx.Done()
+		assert.NotErrorIs(t, context.Cause(ctx), errOperationEnded, "status %d: released at once", status)
+	}
+	done, ctx, _ := late()
+	done <- roundTrip{err: io.ErrUnexpectedEOF}
+	<-ctx.Done()
+	select {
+	case <-l.won:
+		t.Fatal("a retryable late answer was taken")
+	default:
+	}
+
+	pending, pendingCtx, _ := late() // still running when the operation ends
+	done, ctx, body := late()
+	resp := &http.Response{StatusCode: http.StatusCreated, Body: body}
+	done <- roundTrip{resp: resp}
+	<-l.won
+	assert.Same(t, resp, l.result())
+	done2, ctx2, body2 := late()
+	done2 <- roundTrip{resp: &http.Response{StatusCode: http.StatusOK, Body: body2}}
+	<-body2.closed
+	<-ctx2.Done()
+
+	assert.Same(t, resp, l.end())
+	<-pendingCtx.Done()
+	assert.ErrorIs(t, context.Cause(pendingCtx), errOperationEnded)
+	assert.NoError(t, ctx.Err(), "the answer's context lives until its body is closed")
+	require.NoError(t, resp.Body.Close())
+	<-body.closed
+	<-ctx.Done()
+	pending <- roundTrip{err: context.Canceled}
+}
+
+// TestUnkeyedAttemptCutAtItsTimeout: without a key an attempt is cut at its
+// time-out, before the retry is sent: its server sees the client leave.
+func TestUnkeyedAttemptCutAtItsTimeout(t *testing.T) {
+	t.Parallel()
+	var srv *lateServer
+	srv = newLateServer(t, http.StatusOK, func(_ int32, w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "retry")
+	})
+	tr := NewTransport(srv.Client().Transport, WithAttemptTimeout(50*time.Millisecond),
+		WithBackoff(time.Millisecond, time.Millisecond))
+	resp, err := tr.RoundTrip(mustRequest(t, guard(t), http.MethodGet, srv.URL, ""))
+	require.NoError(t, err)
+	assert.Equal(t, "retry", readAll(t, resp))
+	assert.EqualValues(t, 1, <-srv.gone, "the timed-out GET was cancelled")
+}
+
+// TestLateAnswerAfterCallerCancel: a caller that cancels gets its context's
+// error, and the late attempt is let go.
+func TestLateAnswerAfterCallerCancel(t *testing.T) {
+	t.Parallel()
+	srv := newLateServer(t, http.StatusCreated, inProgress)
+	tr := NewTransport(srv.Client().Transport, WithAttemptTimeout(50*time.Millisecond),
+		WithBackoff(time.Millisecond, time.Millisecond), WithMaxElapsed(2*time.Minute), WithMaxRetryAfter(2*time.Minute))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := tr.RoundTrip(mustRequest(t, ctx, http.MethodPost, srv.URL, `{"amount":1}`))
+		done <- err
+	}()
+	require.EqualValues(t, 1, <-srv.arrived)
+	require.EqualValues(t, 2, <-srv.arrived)
+	cancel()
+	assert.ErrorIs(t, <-done, context.Canceled)
+	assert.EqualValues(t, 1, <-srv.gone, "the late attempt was let go")
+}
