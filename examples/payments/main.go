@@ -13,16 +13,18 @@
 //	(a) A plain http.Client (Timeout 300ms) and a hand-rolled retry loop on
 //	    POST /payments/unprotected: the first request times out, the loop sends
 //	    it again, and once the slow one finishes the customer has paid twice.
-//	(b) The idem client on POST /payments: the first attempt times out; the
-//	    retry, with the same Idempotency-Key, gets 409 and a short Retry-After
-//	    (1s: when the answer should exist) while the first still runs; the next
-//	    attempt gets the first one's response again (Idempotent-Replayed:
-//	    true). One charge.
-//	(c) The same key sent again with another body is refused with 422.
+//	(b) The idem client on POST /payments: the first attempt times out, but
+//	    idem keeps listening for its answer; the retry, with the same
+//	    Idempotency-Key, gets 409 and a short Retry-After (1s: when the answer
+//	    should exist) while the first still runs; when the first finishes, its
+//	    own 201 ends the operation. One charge.
+//	(c) The same key sent again: with the same body, the recorded 201 comes
+//	    back (Idempotent-Replayed: true) and nothing is charged; with another
+//	    amount, it is refused with 422.
 //
 // Each line shows the step, the attempt, the status, the key (its first 8
 // characters), whether the response was a replay, and how many payments the
-// customer has at that moment. The run takes about 3 seconds.
+// customer has at that moment. The run takes about 2 seconds.
 package main
 
 import (
@@ -45,9 +47,10 @@ const (
 	clientTimeout = 300 * time.Millisecond // how long the clients wait for an answer
 	serverDelay   = time.Second            // how slow the first request is
 	// The server answers a duplicate at once (it would wait up to 5 s by
-	// default): the clients give up after 300ms, less than the one second a
-	// Prefer: wait can ask for. Its 409 says Retry-After: 1, when the answer
-	// should exist, and the next attempt, after the slow request, replays.
+	// default, bounded by the Prefer: wait of a client that can wait a
+	// second or more), so that the 409 shows in the transcript: it says
+	// Retry-After: 1, when the answer should exist. The first attempt's own
+	// answer comes before that.
 	duplicateWait = 0
 	settleWithin  = 10 * time.Second // bound on waiting for the gateway to go idle
 )
@@ -68,7 +71,7 @@ type demo struct {
 	t   *transcript
 }
 
-// run tells the three stories on w.
+// run tells the stories on w.
 func run(w io.Writer) error {
 	start := time.Now()
 	srv := idemtest.NewServer(idemtest.WithMiddlewareOptions(server.WithInProgressWait(duplicateWait)))
@@ -109,7 +112,7 @@ func (d *demo) naive() error {
 	d.t.header("(a) plain http.Client + hand-rolled retry loop, POST /payments/unprotected")
 	client := &http.Client{
 		Timeout:   clientTimeout,
-		Transport: &slowFirst{next: &http.Transport{}, delay: serverDelay.String()},
+		Transport: &sender{next: &http.Transport{}, delay: serverDelay.String()},
 	}
 	defer client.CloseIdleConnections()
 	sent := 0
@@ -141,24 +144,27 @@ func (d *demo) naive() error {
 }
 
 // idemClient returns the idem client of stories (b) and (c), reporting each
-// retry as a transcript line of step for customer. With slow, the first request
-// it sends asks the server for the story's delay.
-func (d *demo) idemClient(step, customer string, slow bool, retries *int) *http.Client {
+// retry as a transcript line of step for customer, and the sender under it.
+// With slow, the first request it sends asks the server for the story's delay.
+func (d *demo) idemClient(step, customer string, slow bool) (*http.Client, *sender) {
 	// Keep-alives off: net/http resends a keyed request by itself when a reused
 	// connection dies before the response; every attempt here is idem's.
-	var next http.RoundTripper = &http.Transport{DisableKeepAlives: true}
+	s := &sender{next: &http.Transport{DisableKeepAlives: true}}
 	if slow {
-		next = &slowFirst{next: next, delay: serverDelay.String()}
+		s.delay = serverDelay.String()
 	}
-	return &http.Client{Transport: idem.NewTransport(next,
+	return &http.Client{Transport: idem.NewTransport(s,
 		idem.WithAttemptTimeout(clientTimeout),
 		idem.WithBackoff(50*time.Millisecond, 500*time.Millisecond),
 		idem.WithMaxElapsed(8*time.Second),
 		idem.WithOnRetry(func(ev idem.RetryEvent) {
-			*retries = ev.Attempt
-			d.t.line(step, ev.Attempt, retryText(ev, clientTimeout), shortKey(ev.Key), "-", d.srv.Payments(customer))
+			text := retryText(ev, clientTimeout)
+			if ev.Reason == idem.ReasonAttemptTimeout {
+				text += ", kept open" // a keyed attempt goes on past its time-out
+			}
+			d.t.line(step, ev.Attempt, text, shortKey(ev.Key), "-", d.srv.Payments(customer))
 		}),
-	)}
+	)}, s
 }
 
 // withIdem is story (b): the same fault, the idem client, the protected
@@ -166,8 +172,7 @@ func (d *demo) idemClient(step, customer string, slow bool, retries *int) *http.
 func (d *demo) withIdem() (string, error) {
 	const customer = "cus_bob"
 	d.t.header("(b) idem client, POST /payments")
-	retries := 0
-	client := d.idemClient("b", customer, true, &retries)
+	client, sent := d.idemClient("b", customer, true)
 	defer client.CloseIdleConnections()
 	resp, err := client.Post(d.url+"/payments", "application/json", strings.NewReader(payment(customer, 1999)))
 	if err != nil {
@@ -179,23 +184,34 @@ func (d *demo) withIdem() (string, error) {
 		return "", fmt.Errorf("(b) reading the response: %w", err)
 	}
 	key := idem.KeyFromRequest(resp.Request)
-	d.t.line("b", retries+1, statusText(resp, body), shortKey(key), replayedText(resp), d.srv.Payments(customer))
-	if err := d.gw.await(retries+1, settleWithin); err != nil {
+	d.t.line("b", sent.attempt(resp), statusText(resp, body), shortKey(key), replayedText(resp), d.srv.Payments(customer))
+	if err := d.gw.await(sent.count(), settleWithin); err != nil {
 		return "", err
 	}
 	return key, nil
 }
 
-// reuse is story (c): the key of (b) sent again with another amount.
+// reuse is story (c): the key of (b) sent again, each time as a new
+// operation of its own: with the same body it gets the recorded answer again
+// (a replay), with another amount it is refused.
 func (d *demo) reuse(key string) error {
+	d.t.header("(c) the same key again: the same payment, then another amount")
+	for _, amount := range []int{1999, 2999} {
+		if err := d.again(key, amount); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// again sends one payment of cus_bob under key, with a client of its own.
+func (d *demo) again(key string, amount int) error {
 	const customer = "cus_bob"
-	d.t.header("(c) the same key, another amount")
-	retries := 0
-	client := d.idemClient("c", customer, false, &retries)
+	client, sent := d.idemClient("c", customer, false)
 	defer client.CloseIdleConnections()
 	ctx := idem.WithKey(context.Background(), key)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url+"/payments",
-		strings.NewReader(payment(customer, 2999)))
+		strings.NewReader(payment(customer, amount)))
 	if err != nil {
 		return err
 	}
@@ -209,6 +225,6 @@ func (d *demo) reuse(key string) error {
 	if err != nil {
 		return fmt.Errorf("(c) reading the response: %w", err)
 	}
-	d.t.line("c", retries+1, statusText(resp, body), shortKey(key), replayedText(resp), d.srv.Payments(customer))
-	return d.gw.await(retries+1, settleWithin)
+	d.t.line("c", sent.attempt(resp), statusText(resp, body), shortKey(key), replayedText(resp), d.srv.Payments(customer))
+	return d.gw.await(sent.count(), settleWithin)
 }

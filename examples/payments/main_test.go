@@ -30,8 +30,9 @@ func parseRows(t *testing.T, out string) []row {
 }
 
 // TestTranscript runs the demo and checks the story it tells: the naive loop
-// charges twice; the idem client times out, gets 409, then the replay, and
-// charges once; the reused key with another body gets 422.
+// charges twice; the idem client times out, gets 409, then the first
+// attempt's own late 201, and charges once; the key sent again gets the replay
+// with the same body and 422 with another.
 func TestTranscript(t *testing.T) {
 	var buf bytes.Buffer
 	if err := run(&buf); err != nil {
@@ -42,9 +43,10 @@ func TestTranscript(t *testing.T) {
 		{"a", "1", "timed out after 300ms", "-", "-", "0"},
 		{"a", "2", "201 Created", "-", "false", "1"},
 		{"a", "-", "(the slow first request finished)", "-", "-", "2"},
-		{"b", "1", "timed out after 300ms", "KEY", "-", "0"},
+		{"b", "1", "timed out after 300ms, kept open", "KEY", "-", "0"},
 		{"b", "2", "409 in progress, Retry-After 1s", "KEY", "-", "0"},
-		{"b", "3", "201 Created", "KEY", "true", "1"},
+		{"b", "1", "201 Created", "KEY", "false", "1"}, // the first attempt's own answer
+		{"c", "1", "201 Created", "KEY", "true", "1"},
 		{"c", "1", "422 Idempotency-Key reused", "KEY", "false", "1"},
 	}
 	got := parseRows(t, out)
