@@ -70,6 +70,17 @@
 // WithAttemptTimeout is shorter, the cap still bounding it, so the server
 // holds it until the answer exists and the replay comes the moment it does.
 //
+// A keyed attempt that passes WithAttemptTimeout is not cut: the operation
+// moves on (it backs off, retries, polls) while that attempt goes on, and if
+// its answer comes first and may not be retried (a 2xx, a 4xx), it is the
+// operation's answer, the moment it arrives. With a key, the first attempt to
+// reach the server is the one doing the work there, and later attempts are
+// duplicates the server can only make wait or answer 409: the first's own
+// response is the outcome. Late attempts are cancelled when the operation
+// ends, so each lives at most as long as the operation; a late answer that may
+// be retried (5xx, 409, 429) or an error is let go. Attempts without a key
+// are cut at their time-out.
+//
 // # What comes back
 //
 // When the operation ends on an HTTP response (a success, a status that may not

@@ -99,7 +99,10 @@ func WithMaxElapsed(d time.Duration) Option {
 // (default: no bound of its own). A retry attempt's bound shrinks to the time
 // left under WithMaxElapsed. The body of the response that RoundTrip returns is
 // never cut by it. A timed-out attempt counts as a network error (retried when
-// the request may be). 0 means no bound; it panics if d < 0.
+// the request may be). An attempt without a key is cut when its time passes; a
+// keyed one is not: it goes on while the operation retries, and its answer
+// ends the operation if it comes first and is final (see the package
+// documentation). 0 means no bound; it panics if d < 0.
 func WithAttemptTimeout(d time.Duration) Option {
 	if d < 0 {
 		optionPanic("WithAttemptTimeout", "d must not be negative, got "+d.String())
