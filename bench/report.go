@@ -94,7 +94,10 @@ func (r *Report) writeFaults(w writef) {
 		"is only slow to answer, as real servers often are: a time-out is then a payment the client does not know about, " +
 		"and a retry without a key charges again, like a retry after a lost response. With a key, a retry that arrives " +
 		"while the timed-out attempt is still answering waits on the server for it and gets the replay, or, past the " +
-		"server's wait, a 409 (in progress): a client that gives up on the 409 returns an error for an operation that is charged. An operation whose five attempts all " +
+		"server's wait, a 409 (in progress): a client that gives up on the 409 returns an error for an operation that is charged. " +
+		"The peers' time-out (`http.Client.Timeout`) cuts the attempt; idem's cuts only unkeyed attempts: a keyed one goes on " +
+		"while idem retries, and its own answer ends the operation if it comes first (so on `/payments/unprotected`, where " +
+		"the route ignores the key, a late first answer can still spare a second charge). An operation whose five attempts all " +
 		"time out fails (about one in a thousand with a quarter of the attempts timing out). The late answers come after " +
 		"1 to 3 s: longer than the attempt time-out, much shorter than every client's cap, the path of a mobile or BFF " +
 		"client with a tight time-out in front of a slow payment; a retry with the key arrives while the first attempt " +
