@@ -63,6 +63,21 @@ func rawPost(ctx context.Context, url, key, customer string, start time.Time, h 
 	return a
 }
 
+// startLatePayment sends, under a new key, a payment whose answer the server
+// writes late after the payment, and returns once it has had its head start:
+// the key and customer, the time it was sent, and where its answer will come.
+func startLatePayment(srv *serverProcess, forget func(key string), late time.Duration) (key, customer string, start time.Time, first <-chan dupAnswer) {
+	key, customer = "e2e-dup-"+randomSuffix(), "cus_dup_"+randomSuffix()
+	forget(key)
+	start = time.Now()
+	answer := make(chan dupAnswer, 1)
+	go func() {
+		answer <- rawPost(context.Background(), srv.URL, key, customer, start, chaos.HeaderDelayAfterWrite, late.String())
+	}()
+	time.Sleep(dupHeadStart) // the head start is the scenario, not a synchronisation
+	return key, customer, start, answer
+}
+
 // TestBinaryDuplicateWaits checks the server half of issue 8 over the
 // idem-server binary on each store, with raw requests (no retry layer): a
 // duplicate that arrives while the first request runs waits for it by
@@ -89,14 +104,7 @@ func TestBinaryDuplicateWaits(t *testing.T) {
 			t.Run("replay after the wait", func(t *testing.T) {
 				t.Parallel()
 				const late = 1200 * time.Millisecond
-				key, customer := "e2e-dup-"+randomSuffix(), "cus_dup_"+randomSuffix()
-				forget(key)
-				start := time.Now()
-				first := make(chan dupAnswer, 1)
-				go func() {
-					first <- rawPost(context.Background(), srv.URL, key, customer, start, chaos.HeaderDelayAfterWrite, late.String())
-				}()
-				time.Sleep(dupHeadStart) // the head start is the scenario, not a synchronisation
+				key, customer, start, first := startLatePayment(srv, forget, late)
 				dup := rawPost(context.Background(), srv.URL, key, customer, start)
 				orig := <-first
 				if orig.replayed {
@@ -122,14 +130,7 @@ func TestBinaryDuplicateWaits(t *testing.T) {
 			t.Run("Prefer wait=1 bounds the wait", func(t *testing.T) {
 				t.Parallel()
 				const late = 4 * time.Second
-				key, customer := "e2e-dup-"+randomSuffix(), "cus_dup_"+randomSuffix()
-				forget(key)
-				start := time.Now()
-				first := make(chan dupAnswer, 1)
-				go func() {
-					first <- rawPost(context.Background(), srv.URL, key, customer, start, chaos.HeaderDelayAfterWrite, late.String())
-				}()
-				time.Sleep(dupHeadStart)
+				key, customer, start, first := startLatePayment(srv, forget, late)
 				// The guard ends a duplicate that waits for the whole answer today.
 				ctx, cancel := context.WithTimeout(context.Background(), late)
 				dup := rawPost(ctx, srv.URL, key, customer, start, "Prefer", "wait=1")
