@@ -196,8 +196,7 @@ func TestLateAttemptsTakeOnlyFinalAnswers(t *testing.T) {
 // time-out, before the retry is sent: its server sees the client leave.
 func TestUnkeyedAttemptCutAtItsTimeout(t *testing.T) {
 	t.Parallel()
-	var srv *lateServer
-	srv = newLateServer(t, http.StatusOK, func(_ int32, w http.ResponseWriter, _ *http.Request) {
+	srv := newLateServer(t, http.StatusOK, func(_ int32, w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "retry")
 	})
 	tr := NewTransport(srv.Client().Transport, WithAttemptTimeout(50*time.Millisecond),
