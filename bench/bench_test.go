@@ -48,7 +48,8 @@ func TestQuickRun(t *testing.T) {
 	})
 
 	t.Run("overhead", func(t *testing.T) {
-		if want := (len(OverheadCases()) + 1) * len(OverheadContenders()); len(rep.Overhead) != want {
+		// Both targets, every case, every contender and the control.
+		if want := 2 * len(OverheadCases()) * (len(OverheadContenders()) + 1); len(rep.Overhead) != want {
 			t.Fatalf("%d overhead rows, want %d", len(rep.Overhead), want)
 		}
 		for _, o := range rep.Overhead {

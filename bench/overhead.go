@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"flag"
 	"fmt"
 	"io"
+	"math"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -163,158 +165,391 @@ func (t OverheadTarget) String() string {
 // through the contender's client to url, over target, in case cs. It stops at
 // the first error and returns it.
 func benchContender(b *testing.B, c Contender, target OverheadTarget, url string, cs OverheadCase) error {
-	var next http.RoundTripper = memTransport{}
-	if target == Loopback {
-		tr := newBaseTransport()
-		defer tr.CloseIdleConnections()
-		next = tr
-	}
-	client := c.New(next)
-	var deadline time.Duration
-	switch cs.Deadline {
-	case ContextDeadline:
-		deadline = overheadTimeout
-	case ClientTimeout:
-		client.Timeout = overheadTimeout
-	}
-	key := ""
-	if cs.CallerKey {
-		key = overheadKey
-	}
+	s := newOverheadStack(c, target, cs)
+	defer s.close()
+	key, deadline := cs.request()
 	ctx := context.Background()
-	if err := postPayment(ctx, client, url, key, deadline); err != nil { // open the connection
+	if err := postPayment(ctx, s.client, url, key, deadline); err != nil { // open the connection
 		return err
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		if err := postPayment(ctx, client, url, key, deadline); err != nil {
+		if err := postPayment(ctx, s.client, url, key, deadline); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// request returns the key and the context deadline that postPayment sets on
+// every request of case c ("" and 0: none).
+func (c OverheadCase) request() (key string, deadline time.Duration) {
+	if c.CallerKey {
+		key = overheadKey
+	}
+	if c.Deadline == ContextDeadline {
+		deadline = overheadTimeout
+	}
+	return key, deadline
+}
+
 // OverheadConfig sets up section 1.
 type OverheadConfig struct {
-	// BenchTime is each benchmark's -test.benchtime (for example 1s).
-	BenchTime time.Duration
-	// Rounds runs every contender this many times, interleaved; the median of
-	// the rounds is reported, which damps the noise of a shared machine.
+	// Block is about how long each client stack runs in one round: the number
+	// of requests per block is fixed for a configuration from a warm-up of
+	// bare, and is the same for every stack.
+	Block time.Duration
+	// Rounds is how many times every stack runs one block, in an order shuffled
+	// for each round: the ratios are taken within a round, between blocks that
+	// ran a fraction of a second apart, so that the machine's load weighs on
+	// all stacks alike.
 	Rounds int
 }
 
-// OverheadResult is one contender's median measurement in one case.
+// ControlName names the control stack of every configuration of section 1:
+// a second bare client, measured like the others, whose time ÷ bare's shows
+// the noise of the measurement.
+const ControlName = "bare (control)"
+
+// OverheadResult is one contender's measurement in one configuration (target
+// and case).
 type OverheadResult struct {
-	Target      OverheadTarget
-	Case        OverheadCase
-	Name        string
-	NsPerOp     float64
+	Target OverheadTarget
+	Case   OverheadCase
+	Name   string
+	// NsPerOp is the median over the rounds; PerRound is every round's ns/op,
+	// in round order, so that ratios can be taken within a round.
+	NsPerOp  float64
+	PerRound []float64
+	// AllocsPerOp and BytesPerOp are the medians over the rounds; they include
+	// the allocations of the loopback server, which runs in the same process.
 	AllocsPerOp int64
 	BytesPerOp  int64
-	// NsRatio and AllocsRatio are relative to the first contender (bare) on
-	// the same target, in the same case.
+	// NsRatio is the median over the rounds of the ratio to the first contender
+	// (bare) in the same round; AllocsRatio the ratio of the allocations.
 	NsRatio, AllocsRatio float64
 }
 
-// RunOverhead measures every contender with testing.Benchmark in every case
-// of OverheadCases over loopback HTTP to one local server, then in the
-// default case (generated key, no deadline) in memory, all in one run, and
-// reports medians and ratios to the first contender (bare) of the same target
-// and case. The rounds are interleaved: each round runs every contender once,
-// so that the machine's load weighs on all alike.
+// overheadStack is one client stack set up for one configuration.
+type overheadStack struct {
+	name   string
+	client *http.Client
+	close  func()
+}
+
+// RunOverhead measures every contender, and the control (a second copy of the
+// first contender, bare), in every case of OverheadCases, over loopback HTTP
+// to one local server and then over the in-memory transport, all in one run,
+// and reports medians and ratios to the first contender of the same
+// configuration. Within a configuration the stacks run in rounds: each round
+// runs every stack for one block of requests, in a shuffled order.
 func RunOverhead(cfg OverheadConfig, contenders []Contender) ([]OverheadResult, error) {
-	if cfg.Rounds <= 0 || cfg.BenchTime <= 0 || len(contenders) == 0 {
-		return nil, fmt.Errorf("bench: RunOverhead: Rounds, BenchTime and contenders must be set")
+	if cfg.Rounds <= 0 || cfg.Block <= 0 || len(contenders) == 0 {
+		return nil, fmt.Errorf("bench: RunOverhead: Rounds, Block and contenders must be set")
 	}
-	restore, err := setBenchTime(cfg.BenchTime)
-	if err != nil {
-		return nil, err
-	}
-	defer restore()
 	srv := newOverheadServer()
 	defer srv.Close()
-
-	type run struct {
-		target OverheadTarget
-		cs     OverheadCase
-	}
-	var runs []run
-	for _, cs := range OverheadCases() {
-		runs = append(runs, run{Loopback, cs})
-	}
-	runs = append(runs, run{InMemory, OverheadCase{}})
+	stacks := append(slices.Clone(contenders), Contender{Name: ControlName, New: contenders[0].New})
+	// A fixed seed: every run shuffles the rounds the same way.
+	rng := rand.New(rand.NewPCG(1, 2))
 	var out []OverheadResult
-	for _, r := range runs {
-		rows, err := overheadRows(cfg, contenders, r.target, srv.URL, r.cs)
-		if err != nil {
-			return nil, err
+	for _, target := range []OverheadTarget{Loopback, InMemory} {
+		url := srv.URL
+		if target == InMemory {
+			url = "http://in-memory.invalid/payments"
 		}
-		out = append(out, rows...)
+		for _, cs := range OverheadCases() {
+			rows, err := overheadRows(cfg, stacks, target, url, cs, rng)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, rows...)
+		}
 	}
 	return out, nil
 }
 
-// overheadRows measures every contender in one case over one target.
-func overheadRows(cfg OverheadConfig, contenders []Contender, target OverheadTarget, url string, cs OverheadCase) ([]OverheadResult, error) {
-	samples := make([][]testing.BenchmarkResult, len(contenders))
-	for range cfg.Rounds {
-		for i, c := range contenders {
-			var failed error
-			r := testing.Benchmark(func(b *testing.B) {
-				if err := benchContender(b, c, target, url, cs); err != nil && failed == nil {
-					failed = err
-				}
-			})
-			if failed != nil {
-				return nil, fmt.Errorf("bench: overhead %s over %v (%v): %w", c.Name, target, cs, failed)
-			}
-			if r.N == 0 {
-				return nil, fmt.Errorf("bench: overhead %s over %v (%v): the benchmark did not run", c.Name, target, cs)
-			}
-			samples[i] = append(samples[i], r)
+// overheadRows measures every stack in one configuration.
+func overheadRows(cfg OverheadConfig, contenders []Contender, target OverheadTarget, url string, cs OverheadCase, rng *rand.Rand) ([]OverheadResult, error) {
+	stacks := make([]overheadStack, len(contenders))
+	for i, c := range contenders {
+		stacks[i] = newOverheadStack(c, target, cs)
+		defer stacks[i].close()
+	}
+	key, deadline := cs.request()
+	block := func(s overheadStack, n int) (blockResult, error) {
+		return runBlock(n, func() error {
+			return postPayment(context.Background(), s.client, url, key, deadline)
+		})
+	}
+	fail := func(s overheadStack, err error) error {
+		return fmt.Errorf("bench: overhead %s over %v (%v): %w", s.name, target, cs, err)
+	}
+
+	// Warm every stack up (connections, caches) with a tenth of a block's
+	// time, and size the blocks from bare's speed.
+	warm := max(cfg.Block/10, time.Millisecond)
+	n := 0
+	for i, s := range stacks {
+		r, err := block(s, 1)
+		for err == nil && r.elapsed < warm {
+			r, err = block(s, min(2*r.n, 1<<20))
+		}
+		if err != nil {
+			return nil, fail(s, err)
+		}
+		if i == 0 {
+			n = max(1, int(float64(r.n)*float64(cfg.Block)/float64(r.elapsed)))
 		}
 	}
-	rows := make([]OverheadResult, len(contenders))
-	for i, c := range contenders {
-		rs := samples[i]
-		slices.SortFunc(rs, func(a, b testing.BenchmarkResult) int {
-			return cmp.Compare(nsPerOp(a), nsPerOp(b))
-		})
-		m := rs[len(rs)/2]
-		rows[i] = OverheadResult{
-			Target:      target,
-			Case:        cs,
-			Name:        c.Name,
-			NsPerOp:     nsPerOp(m),
-			AllocsPerOp: m.AllocsPerOp(),
-			BytesPerOp:  m.AllocedBytesPerOp(),
+
+	rounds := make([][]blockResult, len(stacks)) // [stack][round]
+	order := make([]int, len(stacks))
+	for i := range order {
+		order[i] = i
+	}
+	for range cfg.Rounds {
+		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		for _, i := range order {
+			r, err := block(stacks[i], n)
+			if err != nil {
+				return nil, fail(stacks[i], err)
+			}
+			rounds[i] = append(rounds[i], r)
 		}
+	}
+
+	rows := make([]OverheadResult, len(stacks))
+	for i, s := range stacks {
+		row := OverheadResult{Target: target, Case: cs, Name: s.name}
+		var ratios, allocs, bytes []float64
+		for k, r := range rounds[i] {
+			row.PerRound = append(row.PerRound, r.nsPerOp())
+			ratios = append(ratios, r.nsPerOp()/rounds[0][k].nsPerOp())
+			allocs = append(allocs, r.allocsPerOp())
+			bytes = append(bytes, r.bytesPerOp())
+		}
+		row.NsPerOp = median(row.PerRound)
+		row.NsRatio = median(ratios)
+		row.AllocsPerOp = int64(math.Round(median(allocs)))
+		row.BytesPerOp = int64(math.Round(median(bytes)))
+		rows[i] = row
 	}
 	for i := range rows {
-		rows[i].NsRatio = rows[i].NsPerOp / rows[0].NsPerOp
 		rows[i].AllocsRatio = float64(rows[i].AllocsPerOp) / float64(max(rows[0].AllocsPerOp, 1))
 	}
 	return rows, nil
 }
 
-// nsPerOp is r's time per operation without NsPerOp's rounding to whole ns.
-func nsPerOp(r testing.BenchmarkResult) float64 {
-	return float64(r.T.Nanoseconds()) / float64(r.N)
+// newOverheadStack returns c's client over target (over a loopback transport
+// of its own), set up for case cs.
+func newOverheadStack(c Contender, target OverheadTarget, cs OverheadCase) overheadStack {
+	var next http.RoundTripper = memTransport{}
+	closeIdle := func() {}
+	if target == Loopback {
+		tr := newBaseTransport()
+		next, closeIdle = tr, tr.CloseIdleConnections
+	}
+	client := c.New(next)
+	if cs.Deadline == ClientTimeout {
+		client.Timeout = overheadTimeout
+	}
+	return overheadStack{name: c.Name, client: client, close: closeIdle}
 }
 
-// setBenchTime sets the duration testing.Benchmark runs each benchmark for and
-// returns a function that puts the previous setting back (in a test binary,
-// the -test.benchtime the user gave). In a program that is not a test binary
-// the testing flags are registered first.
-func setBenchTime(d time.Duration) (restore func(), err error) {
-	if flag.Lookup("test.benchtime") == nil {
-		testing.Init()
+// blockResult is what one block of requests took.
+type blockResult struct {
+	n               int
+	elapsed         time.Duration
+	mallocs, allocd uint64
+}
+
+func (r blockResult) nsPerOp() float64     { return float64(r.elapsed.Nanoseconds()) / float64(r.n) }
+func (r blockResult) allocsPerOp() float64 { return float64(r.mallocs) / float64(r.n) }
+func (r blockResult) bytesPerOp() float64  { return float64(r.allocd) / float64(r.n) }
+
+// runBlock times n calls of op, after a garbage collection (as
+// testing.Benchmark does, so that a block pays for the collections its own
+// allocations cause, not for those of the block before it), and counts the
+// allocations made meanwhile.
+func runBlock(n int, op func() error) (blockResult, error) {
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	for range n {
+		if err := op(); err != nil {
+			return blockResult{}, err
+		}
 	}
-	f := flag.Lookup("test.benchtime")
-	prev := f.Value.String()
-	if err := f.Value.Set(d.String()); err != nil {
-		return nil, fmt.Errorf("bench: setting the benchmark time: %w", err)
+	elapsed := time.Since(start)
+	runtime.ReadMemStats(&after)
+	return blockResult{
+		n:       n,
+		elapsed: elapsed,
+		mallocs: after.Mallocs - before.Mallocs,
+		allocd:  after.TotalAlloc - before.TotalAlloc,
+	}, nil
+}
+
+// quantile returns the q-quantile of xs, interpolated between the closest
+// ranks, without changing xs.
+func quantile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
 	}
-	return func() { _ = f.Value.Set(prev) }, nil
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	pos := q * float64(len(s)-1)
+	lo := int(math.Floor(pos))
+	hi := min(lo+1, len(s)-1)
+	return s[lo] + (s[hi]-s[lo])*(pos-float64(lo))
+}
+
+// Spread summarises one ratio over the rounds of a configuration: its median
+// and the quartiles (half the rounds lie between Q1 and Q3).
+type Spread struct {
+	Median, Q1, Q3 float64
+}
+
+func spreadOf(xs []float64) Spread {
+	return Spread{Median: quantile(xs, 0.5), Q1: quantile(xs, 0.25), Q3: quantile(xs, 0.75)}
+}
+
+// noiseLevel is the p-value under which a comparison is outside the noise:
+// benchstat's default.
+const noiseLevel = 0.05
+
+// OverheadComparison compares two contenders, A and B, in one configuration of
+// section 1, measured in the same rounds, with the control of the same rounds.
+type OverheadComparison struct {
+	Target OverheadTarget
+	Case   OverheadCase
+	A, B   string
+	Rounds int
+	// Ratio is A's time ÷ B's within each round; Control is the control's
+	// time ÷ bare's, two identical stacks: its spread is the noise.
+	Ratio, Control Spread
+	// P is the two-sided p-value of the Mann-Whitney U test of the rounds'
+	// Ratio against the rounds' Control: how likely ratios this far from the
+	// control's are when A and B cost the same.
+	P float64
+}
+
+// minRounds is the fewest rounds from which a comparison is judged: with
+// fewer, the test cannot tell a real difference from the noise.
+const minRounds = 5
+
+// WithinNoise reports whether the rounds' ratios A ÷ B cannot be told apart
+// from those of two identical stacks (P at least 0.05), in at least minRounds
+// rounds.
+func (c OverheadComparison) WithinNoise() bool { return c.Rounds >= minRounds && c.P >= noiseLevel }
+
+// Verdict says in words how A compares with B.
+func (c OverheadComparison) Verdict() string {
+	switch {
+	case c.Rounds < minRounds:
+		return "too few rounds to tell"
+	case c.WithinNoise():
+		return "within noise"
+	case c.Ratio.Median > c.Control.Median:
+		return c.A + " slower"
+	default:
+		return c.A + " faster"
+	}
+}
+
+// CompareOverhead compares contenders a and b in every configuration of rows
+// (as RunOverhead returns them), in the order the configurations come.
+func CompareOverhead(rows []OverheadResult, a, b string) []OverheadComparison {
+	type config struct {
+		target OverheadTarget
+		cs     OverheadCase
+	}
+	var configs []config
+	find := make(map[config]map[string]OverheadResult)
+	for _, r := range rows {
+		k := config{r.Target, r.Case}
+		if find[k] == nil {
+			configs = append(configs, k)
+			find[k] = make(map[string]OverheadResult)
+		}
+		find[k][r.Name] = r
+	}
+	var out []OverheadComparison
+	for _, k := range configs {
+		ra, okA := find[k][a]
+		rb, okB := find[k][b]
+		ctl, okC := find[k][ControlName]
+		bare, okBare := find[k][rows[0].Name]
+		if !okA || !okB || !okC || !okBare {
+			continue
+		}
+		ratio := perRoundRatio(ra.PerRound, rb.PerRound)
+		control := perRoundRatio(ctl.PerRound, bare.PerRound)
+		out = append(out, OverheadComparison{
+			Target: k.target, Case: k.cs, A: a, B: b, Rounds: len(ratio),
+			Ratio: spreadOf(ratio), Control: spreadOf(control),
+			P: mannWhitneyP(ratio, control),
+		})
+	}
+	return out
+}
+
+// perRoundRatio returns num[i] / den[i] for every round i.
+func perRoundRatio(num, den []float64) []float64 {
+	out := make([]float64, min(len(num), len(den)))
+	for i := range out {
+		out[i] = num[i] / den[i]
+	}
+	return out
+}
+
+// mannWhitneyP returns the two-sided p-value of the Mann-Whitney U test of
+// samples x and y (are values of one larger than those of the other more
+// often than chance allows?), by the normal approximation with a continuity
+// correction and the correction for ties; 1 when there is nothing to test.
+func mannWhitneyP(x, y []float64) float64 {
+	n1, n2 := float64(len(x)), float64(len(y))
+	if n1 == 0 || n2 == 0 {
+		return 1
+	}
+	type value struct {
+		v     float64
+		fromX bool
+	}
+	all := make([]value, 0, len(x)+len(y))
+	for _, v := range x {
+		all = append(all, value{v, true})
+	}
+	for _, v := range y {
+		all = append(all, value{v, false})
+	}
+	slices.SortFunc(all, func(a, b value) int { return cmp.Compare(a.v, b.v) })
+	// Rank sum of x, tied values sharing the mean of their ranks.
+	var rankX, ties float64
+	for i := 0; i < len(all); {
+		j := i
+		for j < len(all) && all[j].v == all[i].v {
+			j++
+		}
+		rank := float64(i+j+1) / 2 // ranks i+1 .. j
+		for _, v := range all[i:j] {
+			if v.fromX {
+				rankX += rank
+			}
+		}
+		t := float64(j - i)
+		ties += t*t*t - t
+		i = j
+	}
+	n := n1 + n2
+	u := rankX - n1*(n1+1)/2
+	sd := math.Sqrt(n1 * n2 / 12 * (n + 1 - ties/(n*(n-1))))
+	if sd == 0 {
+		return 1
+	}
+	z := max(math.Abs(u-n1*n2/2)-0.5, 0) / sd
+	return math.Erfc(z / math.Sqrt2)
 }

@@ -2,7 +2,7 @@ package bench
 
 import (
 	"context"
-	"net/http"
+	"math"
 	"testing"
 	"time"
 )
@@ -61,27 +61,20 @@ func BenchmarkOverheadPaired(b *testing.B) {
 	}
 	for _, cs := range OverheadCases() {
 		b.Run(cs.String(), func(b *testing.B) {
-			a, pa := pairedClient(idemC, cs)
-			r, pr := pairedClient(rhC, cs)
-			defer pa()
-			defer pr()
-			key := ""
-			if cs.CallerKey {
-				key = overheadKey
-			}
-			var deadline time.Duration
-			if cs.Deadline == ContextDeadline {
-				deadline = overheadTimeout
-			}
+			a := newOverheadStack(idemC, Loopback, cs)
+			r := newOverheadStack(rhC, Loopback, cs)
+			defer a.close()
+			defer r.close()
+			key, deadline := cs.request()
 			ctx := context.Background()
 			var ta, tr time.Duration
 			for b.Loop() {
 				t0 := time.Now()
-				if err := postPayment(ctx, a, srv.URL, key, deadline); err != nil {
+				if err := postPayment(ctx, a.client, srv.URL, key, deadline); err != nil {
 					b.Fatal(err)
 				}
 				t1 := time.Now()
-				if err := postPayment(ctx, r, srv.URL, key, deadline); err != nil {
+				if err := postPayment(ctx, r.client, srv.URL, key, deadline); err != nil {
 					b.Fatal(err)
 				}
 				ta += t1.Sub(t0)
@@ -92,13 +85,127 @@ func BenchmarkOverheadPaired(b *testing.B) {
 	}
 }
 
-// pairedClient returns c's client over its own loopback transport, set up
-// for case cs, and a function that closes its idle connections.
-func pairedClient(c Contender, cs OverheadCase) (*http.Client, func()) {
-	tr := newBaseTransport()
-	client := c.New(tr)
-	if cs.Deadline == ClientTimeout {
-		client.Timeout = overheadTimeout
+// TestMannWhitneyP pins the test to values computed outside Go (the normal
+// approximation with continuity and tie corrections, as
+// scipy.stats.mannwhitneyu(method="asymptotic") computes it).
+func TestMannWhitneyP(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		x, y []float64
+		want float64
+	}{
+		{"apart", []float64{1, 2, 3, 4, 5}, []float64{6, 7, 8, 9, 10}, 0.012185780355344818},
+		{"apart, the other way", []float64{6, 7, 8, 9, 10}, []float64{1, 2, 3, 4, 5}, 0.012185780355344818},
+		{"ties", []float64{1, 2, 2, 3}, []float64{2, 3, 4, 5}, 0.13665824773814753},
+		{"interleaved", []float64{1, 4, 5, 8}, []float64{2, 3, 6, 7}, 1},
+		{"shifted by one", []float64{1, 3, 5, 7}, []float64{2, 4, 6, 8}, 0.6650055421020291},
+		{"all equal", []float64{1, 1, 1}, []float64{1, 1, 1}, 1},
+		{"empty", nil, []float64{1}, 1},
 	}
-	return client, tr.CloseIdleConnections
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := mannWhitneyP(tt.x, tt.y); math.Abs(got-tt.want) > 1e-12 && !(tt.want == 1 && got >= 1) {
+				t.Errorf("mannWhitneyP = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestQuantile(t *testing.T) {
+	t.Parallel()
+	xs := []float64{4, 1, 3, 2, 5}
+	for _, tt := range []struct{ q, want float64 }{{0, 1}, {0.25, 2}, {0.5, 3}, {0.75, 4}, {1, 5}, {0.125, 1.5}} {
+		if got := quantile(xs, tt.q); got != tt.want {
+			t.Errorf("quantile(%v) = %v, want %v", tt.q, got, tt.want)
+		}
+	}
+	if xs[0] != 4 {
+		t.Errorf("quantile sorted its argument: %v", xs)
+	}
+	if got := quantile(nil, 0.5); !math.IsNaN(got) {
+		t.Errorf("quantile of nothing = %v, want NaN", got)
+	}
+}
+
+// TestCompareOverhead: the ratios are taken within each round, and the
+// verdict compares them with the control's.
+func TestCompareOverhead(t *testing.T) {
+	t.Parallel()
+	cs := OverheadCase{}
+	row := func(name string, perRound ...float64) OverheadResult {
+		return OverheadResult{Target: InMemory, Case: cs, Name: name, PerRound: perRound}
+	}
+	// The machine slows down from round to round; a is 10% slower than b in
+	// every round, the control as fast as bare give or take 1%.
+	load := []float64{1, 1.5, 0.8, 2, 1.2, 1.1, 0.9, 1.3}
+	scale := func(f float64, jitter ...float64) []float64 {
+		out := make([]float64, len(load))
+		for i, l := range load {
+			out[i] = 1000 * l * f * jitter[i%len(jitter)]
+		}
+		return out
+	}
+	rows := []OverheadResult{
+		row("bare", scale(1, 1)...),
+		row("a", scale(1.1, 1)...),
+		row("b", scale(1, 1)...),
+		row("c", scale(1, 1.01, 0.99)...),
+		row(ControlName, scale(1, 0.99, 1.01)...),
+	}
+	got := CompareOverhead(rows, "a", "b")
+	if len(got) != 1 {
+		t.Fatalf("%d comparisons, want 1", len(got))
+	}
+	c := got[0]
+	if c.Rounds != len(load) || math.Abs(c.Ratio.Median-1.1) > 1e-9 || c.Ratio.Q1 != c.Ratio.Q3 {
+		t.Errorf("a ÷ b: %+v over %d rounds, want 1.1 in every round", c.Ratio, c.Rounds)
+	}
+	if math.Abs(c.Control.Median-1) > 0.011 {
+		t.Errorf("control: %+v, want about 1", c.Control)
+	}
+	if c.WithinNoise() || c.Verdict() != "a slower" {
+		t.Errorf("a 10%% slower in every round: p %v, verdict %q", c.P, c.Verdict())
+	}
+	if c := CompareOverhead(rows, "c", "b")[0]; !c.WithinNoise() || c.Verdict() != "within noise" {
+		t.Errorf("c as noisy as the control: p %v, verdict %q", c.P, c.Verdict())
+	}
+	if c := CompareOverhead(rows, "b", "a")[0]; c.Verdict() != "b faster" {
+		t.Errorf("b ÷ a: verdict %q", c.Verdict())
+	}
+	for i := range rows {
+		rows[i].PerRound = rows[i].PerRound[:3]
+	}
+	if c := CompareOverhead(rows, "a", "b")[0]; c.WithinNoise() || c.Verdict() != "too few rounds to tell" {
+		t.Errorf("3 rounds: verdict %q", c.Verdict())
+	}
+	if got := CompareOverhead(rows, "a", "nobody"); len(got) != 0 {
+		t.Errorf("a contender that is not there: %+v", got)
+	}
+}
+
+// TestRunOverhead runs section 1 at its smallest: every configuration gives
+// every contender and the control a row with one sample per round.
+func TestRunOverhead(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measures for about a second")
+	}
+	rows, err := RunOverhead(OverheadConfig{Block: time.Millisecond, Rounds: 2}, OverheadContenders())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 2 * len(OverheadCases()) * (len(OverheadContenders()) + 1); len(rows) != want {
+		t.Fatalf("%d rows, want %d", len(rows), want)
+	}
+	for _, r := range rows {
+		if len(r.PerRound) != 2 || r.NsPerOp <= 0 || r.AllocsPerOp <= 0 || r.NsRatio <= 0 {
+			t.Errorf("%v, %v, %s: %+v", r.Target, r.Case, r.Name, r)
+		}
+	}
+	if got := CompareOverhead(rows, "idem", "go-retryablehttp"); len(got) != 2*len(OverheadCases()) {
+		t.Errorf("%d comparisons, want one per configuration", len(got))
+	}
+	if _, err := RunOverhead(OverheadConfig{}, OverheadContenders()); err == nil {
+		t.Error("RunOverhead without Rounds and Block: no error")
+	}
 }

@@ -78,7 +78,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	var err error
 
 	if want(1) {
-		logf("1/5 client overhead (%v per benchmark, %d rounds)", p.overhead.BenchTime, p.overhead.Rounds)
+		logf("1/5 client overhead (%d rounds of blocks of about %v)", p.overhead.Rounds, p.overhead.Block)
 		if rep.Overhead, err = RunOverhead(p.overhead, OverheadContenders()); err != nil {
 			return nil, err
 		}
@@ -147,7 +147,7 @@ type params struct {
 // paramsFor returns the full run's settings, or the quick run's.
 func paramsFor(quick bool) params {
 	p := params{
-		overhead:   OverheadConfig{BenchTime: time.Second, Rounds: 3},
+		overhead:   OverheadConfig{Block: 40 * time.Millisecond, Rounds: 30},
 		faults:     DefaultFaults(),
 		contention: DefaultContention(),
 		storm:      DefaultStorm(),
@@ -158,7 +158,7 @@ func paramsFor(quick bool) params {
 	if !quick {
 		return p
 	}
-	p.overhead = OverheadConfig{BenchTime: 100 * time.Millisecond, Rounds: 1}
+	p.overhead = OverheadConfig{Block: 10 * time.Millisecond, Rounds: 3}
 	p.faults.Ops, p.faults.Concurrency = 30, 15
 	p.contention.Clients = []int{1, 10, 20, 30, 40, 50}
 	p.contention.Runs = 10
