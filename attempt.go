@@ -147,8 +147,10 @@ func (o *operation) attemptRequest(ctx context.Context, nextBody io.ReadCloser, 
 // N the whole seconds the attempt can wait for its answer, less a margin for
 // the answer to come back (see preferWait), so that a server that makes a
 // duplicate wait for the first request answers 409 before this attempt is
-// cut. A caller's own Prefer wait is kept as it is. The values are the
-// caller's own slices, capped so that an append cannot write into them.
+// cut. The first attempt under a key generated for this operation sends no
+// Prefer: no server can have that key in progress. A caller's own Prefer wait
+// is kept as it is. The values are the caller's own slices, capped so that an
+// append cannot write into them.
 func (o *operation) keyedHeader(limit time.Duration) http.Header {
 	src := o.req.Header
 	h := make(http.Header, len(src)+2)
@@ -160,7 +162,7 @@ func (o *operation) keyedHeader(limit time.Duration) http.Header {
 		vals = append(vals, o.header)
 		h[HeaderIdempotencyKey] = vals[0:1:1]
 	}
-	if !prefersWait(src) {
+	if !(o.newKey && o.attempts == 1) && !prefersWait(src) {
 		vals = append(vals, "wait="+strconv.FormatInt(int64(preferWait(limit)/time.Second), 10))
 		if p := h["Prefer"]; len(p) > 0 {
 			h["Prefer"] = append(p, vals[len(vals)-1])
@@ -186,7 +188,7 @@ func preferWait(limit time.Duration) time.Duration {
 
 // prefersWait reports whether h already holds a Prefer wait preference.
 func prefersWait(h http.Header) bool {
-	for _, v := range h.Values("Prefer") {
+	for _, v := range h["Prefer"] {
 		for _, p := range strings.Split(v, ",") {
 			if name, _, _ := strings.Cut(strings.TrimSpace(p), "="); strings.EqualFold(strings.TrimSpace(name), "wait") {
 				return true

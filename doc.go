@@ -61,9 +61,11 @@
 // remains less one attempt's worth (WithAttemptTimeout, or half of what
 // remains) and makes that last attempt. A 409 is a poll, not a failure: it
 // does not use up an attempt of WithMaxAttempts (at most 10 retries after a
-// 409 per operation, and the cap bounds them). Every keyed attempt sends RFC 7240
-// Prefer: wait=N, N the whole seconds it can wait for its answer less a tenth
-// (at least 100ms), 0 under a second, so that a server that makes duplicates
+// 409 per operation, and the cap bounds them). Every keyed attempt sends RFC
+// 7240 Prefer: wait=N (but the first under a key generated for the
+// operation, which no server can have in progress), N the whole seconds it
+// can wait for its answer less a tenth (at least 100ms), 0 under a second,
+// so that a server that makes duplicates
 // wait answers 409 before the attempt is cut; a caller's own Prefer wait is
 // kept. The attempt after a 409 is a poll of a server known to be working on
 // the answer: it may wait at least 5s (Prefer: wait=4) even when

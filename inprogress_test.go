@@ -126,37 +126,53 @@ func TestInProgressPollsDoNotUseAttempts(t *testing.T) {
 	})
 }
 
-// TestPreferWait: every keyed attempt says how long it can wait (RFC 7240
-// Prefer: wait=N, whole seconds, less a margin for the answer to travel
-// back); a caller's own wait preference is kept; unkeyed requests get none.
+// TestPreferWait: every keyed attempt that may meet its key in progress says
+// how long it can wait (RFC 7240 Prefer: wait=N, whole seconds, less a margin
+// for the answer to travel back): with the caller's key, from the first
+// attempt; with a key generated for the operation, from the second (no
+// server can have a new key in progress). A caller's own wait preference is
+// kept; unkeyed requests get none.
 func TestPreferWait(t *testing.T) {
 	t.Parallel()
+	const callerKey, generated = "caller", "generated"
 	for _, tc := range []struct {
 		name   string
 		opts   []Option
 		method string
+		key    string // callerKey (through the context), generated, or "" (none)
 		prefer string // the caller's Prefer header
-		want   []string
+		want   [2][]string
 	}{
-		{"attempt time-out 5s", []Option{WithAttemptTimeout(5 * time.Second)}, http.MethodPost, "", []string{"wait=4"}},
-		{"attempt time-out 300ms", []Option{WithAttemptTimeout(300 * time.Millisecond)}, http.MethodPost, "", []string{"wait=0"}},
-		{"the cap (30s)", nil, http.MethodPost, "", []string{"wait=27"}},
-		{"the caller's other preference", []Option{WithAttemptTimeout(5 * time.Second)}, http.MethodPost, "return=minimal", []string{"return=minimal", "wait=4"}},
-		{"the caller's wait", []Option{WithAttemptTimeout(5 * time.Second)}, http.MethodPost, "wait=9", []string{"wait=9"}},
-		{"unkeyed GET", nil, http.MethodGet, "", nil},
+		{"attempt time-out 5s", []Option{WithAttemptTimeout(5 * time.Second)}, http.MethodPost, callerKey, "", [2][]string{{"wait=4"}, {"wait=4"}}},
+		{"attempt time-out 300ms", []Option{WithAttemptTimeout(300 * time.Millisecond)}, http.MethodPost, callerKey, "", [2][]string{{"wait=0"}, {"wait=0"}}},
+		{"the cap (30s)", nil, http.MethodPost, callerKey, "", [2][]string{{"wait=27"}, {"wait=27"}}},
+		{"the caller's other preference", []Option{WithAttemptTimeout(5 * time.Second)}, http.MethodPost, callerKey, "return=minimal", [2][]string{{"return=minimal", "wait=4"}, {"return=minimal", "wait=4"}}},
+		{"the caller's wait", []Option{WithAttemptTimeout(5 * time.Second)}, http.MethodPost, callerKey, "wait=9", [2][]string{{"wait=9"}, {"wait=9"}}},
+		{"generated key, attempt time-out 5s", []Option{WithAttemptTimeout(5 * time.Second)}, http.MethodPost, generated, "", [2][]string{nil, {"wait=4"}}},
+		{"generated key, the cap (30s)", nil, http.MethodPost, generated, "", [2][]string{nil, {"wait=27"}}},
+		{"generated key, the caller's other preference", nil, http.MethodPost, generated, "return=minimal", [2][]string{{"return=minimal"}, {"return=minimal", "wait=27"}}},
+		{"unkeyed GET", nil, http.MethodGet, "", "", [2][]string{nil, nil}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				f := &fakeRT{steps: statusSteps(200)}
-				tr := NewTransport(f, tc.opts...)
-				req := mustRequest(t, context.Background(), tc.method, "http://x/", "")
+				f := &fakeRT{steps: statusSteps(http.StatusServiceUnavailable, http.StatusOK)}
+				tr := NewTransport(f, append(tc.opts, noWait())...)
+				ctx := context.Background()
+				if tc.key == callerKey {
+					ctx = WithKey(ctx, "k-1")
+				}
+				req := mustRequest(t, ctx, tc.method, "http://x/", "")
 				if tc.prefer != "" {
 					req.Header.Set("Prefer", tc.prefer)
 				}
 				resp, err := tr.RoundTrip(req)
 				require.NoError(t, err)
 				_ = resp.Body.Close()
-				assert.Equal(t, tc.want, f.Calls()[0].req.Header.Values("Prefer"))
+				calls := f.Calls()
+				require.Len(t, calls, 2)
+				for i, c := range calls {
+					assert.Equal(t, tc.want[i], c.req.Header.Values("Prefer"), "attempt %d", i+1)
+				}
 				if tc.prefer == "" {
 					assert.Empty(t, req.Header.Values("Prefer"), "the caller's request is unchanged")
 				} else {

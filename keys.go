@@ -121,28 +121,28 @@ func (e *keyError) Unwrap() error { return ErrInvalidKey }
 // to the request, the header value to send. A key on the request's header is
 // used as it is (under the canonical name or any other spelling of it, never
 // sent twice); otherwise the context's key; otherwise, for POST and PATCH, a
-// generated one. An unkeyed operation returns "", "".
-func (c *config) resolveKey(req *http.Request) (key, header string, err error) {
+// generated one (generated is then true). An unkeyed operation returns "", "".
+func (c *config) resolveKey(req *http.Request) (key, header string, generated bool, err error) {
 	if vs, n := headerKey(req.Header); n > 0 {
 		if n != 1 {
-			return "", "", &keyError{source: "header", reason: strconv.Itoa(n) + " values"}
+			return "", "", false, &keyError{source: "header", reason: strconv.Itoa(n) + " values"}
 		}
 		key, err = parseKey(vs)
-		return key, "", err
+		return key, "", false, err
 	}
 	source := "context"
 	key, ok := keyFromContext(req.Context())
 	if !ok {
 		if !c.autoKeys || !autoKeyMethod(req.Method) {
-			return "", "", nil
+			return "", "", false, nil
 		}
-		source, key = "generator", c.keyGen()
+		source, key, generated = "generator", c.keyGen(), true
 	}
 	header, err = keyformat.Format(key, c.quotedKeys)
 	if err != nil {
-		return "", "", &keyError{source: source, reason: err.Error()}
+		return "", "", false, &keyError{source: source, reason: err.Error()}
 	}
-	return key, header, nil
+	return key, header, generated, nil
 }
 
 // headerKey returns the first Idempotency-Key value of h and how many values

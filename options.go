@@ -130,7 +130,10 @@ func WithAutoKeys(on bool) Option {
 
 // WithKeyGenerator sets the function that makes the key of an operation that
 // is given none (default: a random UUID version 4). UUIDv7 is a ready
-// alternative. A generated key that is not a valid key fails the request with
+// alternative. gen must return a new key on every call: the Transport takes a
+// generated key to be unknown to every server (its first attempt sends no
+// Prefer: wait); a key that must repeat, such as one derived from a business
+// id, goes on the request or in the context (WithKey, KeyFor, DeriveKey). A generated key that is not a valid key fails the request with
 // ErrInvalidKey. It panics if gen is nil.
 func WithKeyGenerator(gen func() string) Option {
 	if gen == nil {

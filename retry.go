@@ -40,6 +40,7 @@ type operation struct {
 
 	key    string // "" when unkeyed
 	header string // Idempotency-Key value to add, "" to send req's headers
+	newKey bool   // key was generated for this operation: no server can have it in progress yet
 	body   replayBody
 
 	start    time.Time
@@ -277,6 +278,9 @@ func (o *operation) spread(d time.Duration) time.Duration {
 // (plus its spread) would end past the deadline, or the context's cause if it
 // is done during the wait.
 func (o *operation) waitForHost() (detail string, cause error) {
+	if o.cfg.budget == nil {
+		return "", nil // only a budget holds hosts back
+	}
 	now := time.Now()
 	until := o.cfg.budget.heldUntil(o.req.URL.Host, now)
 	if until.IsZero() {

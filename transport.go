@@ -95,12 +95,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.transport().RoundTrip(req)
 	}
 	cfg := t.policy()
-	key, header, err := cfg.resolveKey(req)
+	key, header, generated, err := cfg.resolveKey(req)
 	if err != nil {
 		closeRequestBody(req)
 		return nil, &Error{Key: key, Cause: err}
 	}
 	o := newOperation(t, cfg, req, key, header)
+	o.newKey = generated
 	return o.settle(o.run())
 }
 
