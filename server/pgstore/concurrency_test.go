@@ -77,7 +77,7 @@ func holdClaim(t *testing.T, e env, r server.Request, keep bool) (release func()
 	released := make(chan struct{})
 	var once sync.Once
 	release = func() { once.Do(func() { close(released) }) }
-	t.Cleanup(release) // a failed test must not leave the row locked: its table is dropped
+	t.Cleanup(release) // a failed test must not leave the claim held: its table is dropped
 	done = make(chan server.Result, 1)
 	go func() {
 		res, err := e.store.Do(context.Background(), r, func(ctx context.Context) (*server.Response, bool) {
@@ -125,7 +125,7 @@ WHERE wait_event_type = 'Lock' AND position($1 in query) > 0`, e.table).Scan(&n)
 	}
 }
 
-// TestDoDuplicateBeyondTheWaitIsInProgress: a duplicate waits on the row lock no
+// TestDoDuplicateBeyondTheWaitIsInProgress: a duplicate waits on the key lock no
 // longer than the smaller of its Request.Wait and WithLockTimeout (Wait 0: at
 // once), then reports in progress, with RetryAfter the rest of the owner's
 // LockTTL, or a mismatch for another fingerprint.
@@ -184,7 +184,7 @@ func duplicateBeyondTheWaitIsInProgress(t *testing.T, tp pgtest.Topology) {
 }
 
 // TestDoDuplicateWaitsForTheFirst: a duplicate that arrives while the first
-// request is written but not yet answered waits on the row lock and gets its
+// request is written but not yet answered waits on the key lock and gets its
 // replay as soon as it commits; if the first rolls back (5xx, panic) the
 // duplicate runs the handler itself: one payment either way.
 func TestDoDuplicateWaitsForTheFirst(t *testing.T) {

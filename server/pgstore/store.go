@@ -25,9 +25,6 @@ const InProgressRetryAfter = time.Second
 const sqlstateLockNotAvailable = "55P03"
 
 var (
-	// errLostClaim: the claim's own row was not found after the claim. The row
-	// lock makes this impossible unless the transaction was tampered with.
-	errLostClaim = errors.New("pgstore: claim lost before the response was recorded")
 	// errBadRecord: a stored row this package cannot read (edited by hand).
 	errBadRecord = errors.New("pgstore: malformed record")
 	// errBadRequest: a Request Do cannot honour.
@@ -83,15 +80,17 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 func (s *Store) Table() string { return s.cfg.table }
 
 // Do implements server.Store. It begins a transaction on a pooled connection and
-// claims (req.Scope, req.Key) with one INSERT ... ON CONFLICT. If it holds the
-// claim it calls run with a context carrying the transaction (see Tx), then either
-// records the response and commits (keep) or rolls back (not keep, or a panic),
-// which also undoes the handler's business writes. A duplicate of a request still
-// in progress waits on the row lock up to req.Wait (at most the lock timeout) and
-// then replays the response, runs if the first rolled back, or reports
-// OutcomeInProgress. The record expires req.TTL after it is written.
+// claims (req.Scope, req.Key): a transaction-scoped advisory lock on the key,
+// taken unless a live record exists, and a read of the key's record, both in the
+// round trip of BEGIN. If it holds the claim it calls run with a context
+// carrying the transaction (see Tx), then either inserts the record and commits
+// (keep) or rolls back (not keep, or a panic), which also undoes the handler's
+// business writes. A duplicate of a request still in progress waits for the key
+// lock up to req.Wait (at most the lock timeout) and then replays the response,
+// runs if the first rolled back, or reports OutcomeInProgress. The record
+// expires req.TTL after it is written.
 //
-// req.LockTTL does not bound the claim: the claim is the row lock of an open
+// req.LockTTL does not bound the claim: the claim is a lock of an open
 // transaction, which lives exactly as long as the owner's handler (or its
 // connection). It only serves the RetryAfter estimate of OutcomeInProgress.
 func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) (server.Result, error) {
@@ -143,21 +142,20 @@ func (s *Store) do(ctx context.Context, req server.Request, owner string, run se
 			}
 			res, free, err := s.inProgress(ctx, conn.Conn(), req)
 			if free && attempt < maxClaims-1 {
-				// No claim of this fingerprint, no record: the lock that timed
-				// out was not the row of an owner (a wait to extend the table
-				// under load), or the owner has just rolled back. Claim again.
+				// No claim of this fingerprint, no record: the key's owner has
+				// another fingerprint, or has just rolled back. Claim again.
 				continue
 			}
 			return res, false, err
 		}
 		switch claim {
-		case claimHeld:
+		case claimFree, claimExpired:
 			if !*slot && !s.slots.try() {
 				s.rollback(ctx, tx)
 				return server.Result{}, true, nil
 			}
 			*slot = true
-			res, err := s.execute(ctx, conn.Conn(), tx, req, owner, run)
+			res, err := s.execute(ctx, conn.Conn(), tx, req, owner, claim == claimExpired, run)
 			return res, false, err
 		case claimStopped:
 			s.rollback(ctx, tx) // read only; ends the transaction
@@ -172,16 +170,18 @@ func (s *Store) do(ctx context.Context, req server.Request, owner string, run se
 }
 
 // maxClaims bounds the claims of one Do: a claim that finds neither the key
-// free nor a record is repeated with a new snapshot (see claim's SQL); it takes
-// a concurrent commit to get there, so two are nearly always enough.
+// free nor a live record is repeated (a live record that lock saw had expired,
+// or was deleted, when read looked); it takes a record expiring in between two
+// statements to get there, so two are nearly always enough.
 const maxClaims = 3
 
 // What a claim found.
 type claimResult int
 
 const (
-	claimNone    claimResult = iota // neither: claim again
-	claimHeld                       // this transaction holds the claim
+	claimNone    claimResult = iota // neither the key nor a live record: claim again
+	claimFree                       // this transaction holds the key, which has no record
+	claimExpired                    // this transaction holds the key, whose record has expired
 	claimStopped                    // a live record stops the claim
 )
 
@@ -200,10 +200,9 @@ func (s *Store) acquire(ctx context.Context) (*pgxpool.Conn, error) {
 }
 
 // minLockWait is the shortest lock_timeout of a claim, what a Wait of zero gets
-// (lock_timeout 0 would mean no limit). lock_timeout bounds every lock the
-// claim waits for, not only an owner's row: under load, inserting can wait
-// for the lock that extends the table; 20ms makes a time-out on it rare, and
-// Do claims again after one (see inProgress).
+// (lock_timeout 0 would mean no limit): a key whose lock was just released by
+// an owner that committed, and taken by another request's claim that then
+// finds the record and rolls back, is free again within it.
 const minLockWait = 20 * time.Millisecond
 
 // lockWait is the claim's lock_timeout in milliseconds: req.Wait, at most the
@@ -214,17 +213,17 @@ func (s *Store) lockWait(req server.Request) string {
 }
 
 // claim begins a transaction on conn and claims (req.Scope, req.Key) or reads
-// the record that stops the claim, in one round trip: BEGIN is the first
-// statement of the pipeline (pgx's Batch.BeginTx), the claim the second. The
-// transaction comes back whatever the error, for the caller to roll back; it is
-// closed already if BEGIN failed.
+// the record that stops the claim, in one round trip: BEGIN (pgx's
+// Batch.BeginTx), lock and read, pipelined. The transaction comes back whatever
+// the error, for the caller to roll back; it is closed already if BEGIN failed.
 func (s *Store) claim(ctx context.Context, conn *pgx.Conn, req server.Request, owner string) (pgx.Tx, record, claimResult, error) {
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
-	b.Queue(s.sql.claim, req.Scope, req.Key, req.Fingerprint, owner, req.TTL.Microseconds(), s.claimMark(req), s.lockWait(req))
+	b.Queue(s.sql.lock, req.Scope, req.Key, s.keyLock(req), s.claimMark(req), owner, s.lockWait(req))
+	b.Queue(s.sql.read, req.Scope, req.Key)
 	br := conn.SendBatch(ctx, b)
 	tx := br.Tx()
-	r, found, err := claimResults(br, owner)
+	r, found, err := claimResults(br)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
@@ -232,28 +231,35 @@ func (s *Store) claim(ctx context.Context, conn *pgx.Conn, req server.Request, o
 }
 
 // claimResults reads the results of claim's pipeline, BEGIN's first.
-func claimResults(br pgx.BatchResults, owner string) (record, claimResult, error) {
+func claimResults(br pgx.BatchResults) (record, claimResult, error) {
 	if _, err := br.Exec(); err != nil {
 		return record{}, claimNone, fmt.Errorf("begin: %w", err)
 	}
+	var locked bool
+	if err := br.QueryRow().Scan(&locked); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return record{}, claimNone, err
+	}
 	var r record
-	var held bool
-	err := br.QueryRow().Scan(&held, &r.owner, &r.fingerprint, &r.state, &r.status, &r.headerNames, &r.headerValues, &r.body)
+	var live bool
+	err := br.QueryRow().Scan(&live, &r.fingerprint, &r.owner, &r.state, &r.status, &r.headerNames, &r.headerValues, &r.body)
 	switch {
+	case errors.Is(err, pgx.ErrNoRows) && locked:
+		return record{}, claimFree, nil
 	case errors.Is(err, pgx.ErrNoRows):
 		return record{}, claimNone, nil
 	case err != nil:
 		return record{}, claimNone, err
-	case held && r.owner != owner:
-		return record{}, claimNone, errLostClaim
-	case held:
-		return record{}, claimHeld, nil
+	case live:
+		return r, claimStopped, nil
+	case locked:
+		return record{}, claimExpired, nil
 	}
-	return r, claimStopped, nil
+	return record{}, claimNone, nil
 }
 
-// execute calls run inside the claim's transaction and ends the transaction.
-func (s *Store) execute(ctx context.Context, conn *pgx.Conn, tx pgx.Tx, req server.Request, owner string, run server.RunFunc) (server.Result, error) {
+// execute calls run inside the claim's transaction and ends the transaction;
+// takeover says that the key's expired record is to be overwritten.
+func (s *Store) execute(ctx context.Context, conn *pgx.Conn, tx pgx.Tx, req server.Request, owner string, takeover bool, run server.RunFunc) (server.Result, error) {
 	finished := false
 	defer func() {
 		if !finished { // run panicked: undo the claim and the business writes
@@ -268,28 +274,32 @@ func (s *Store) execute(ctx context.Context, conn *pgx.Conn, tx pgx.Tx, req serv
 		s.rollback(ctx, tx)
 		return res, nil
 	}
-	if err := s.recordAndCommit(ctx, conn, req, owner, resp); err != nil {
+	if err := s.recordAndCommit(ctx, conn, req, owner, takeover, resp); err != nil {
 		s.rollback(ctx, tx) // no-op if the server already rolled back
 		return res, fmt.Errorf("pgstore: %w: %w", server.ErrNotRecorded, err)
 	}
 	return res, nil
 }
 
-// recordAndCommit writes resp into the claimed row and commits, in one round
-// trip: the UPDATE and the COMMIT are pipelined, and PostgreSQL skips the COMMIT
-// if the UPDATE fails. It runs on a context detached from the request. After it
-// succeeds the transaction has ended and tx must not be used.
-func (s *Store) recordAndCommit(ctx context.Context, conn *pgx.Conn, req server.Request, owner string, resp *server.Response) error {
+// recordAndCommit writes the record of resp and commits, in one round trip: the
+// INSERT (takeOver over an expired record) and the COMMIT are pipelined, and
+// PostgreSQL skips the COMMIT if the INSERT fails. It runs on a context
+// detached from the request. After it succeeds the transaction has ended and tx
+// must not be used.
+func (s *Store) recordAndCommit(ctx context.Context, conn *pgx.Conn, req server.Request, owner string, takeover bool, resp *server.Response) error {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.finishTimeout)
 	defer cancel()
 	names, values := encodeHeader(resp.Header)
 	b := &pgx.Batch{}
-	b.Queue(s.sql.record, req.Scope, req.Key, owner, resp.Status, names, values, resp.Body, req.TTL.Microseconds())
+	write := s.sql.insert
+	if takeover {
+		write = s.sql.takeOver
+	}
+	b.Queue(write, req.Scope, req.Key, req.Fingerprint, owner, resp.Status, names, values, resp.Body, req.TTL.Microseconds())
 	b.Queue("COMMIT")
 	br := conn.SendBatch(fctx, b)
 	defer br.Close()
-	var one int
-	if err := br.QueryRow().Scan(&one); err != nil {
+	if _, err := br.Exec(); err != nil {
 		return fmt.Errorf("record: %w", err)
 	}
 	tag, err := br.Exec()
