@@ -33,28 +33,22 @@
 // in one round trip (three statements pipelined, BEGIN first through pgx's
 // Batch.BeginTx), begins a transaction and claims the key, or reads the record
 // that stops the claim. The claim is a transaction-scoped advisory lock keyed by
-// a hash of (table, scope, key), taken unless a live record exists:
+// a hash of (table, scope, key), which the first claim takes only if it is free:
 //
 //	BEGIN;
-//	SELECT set_config('lock_timeout', current_setting('idem.saved_lock_timeout')
-//	           || left(pg_advisory_xact_lock($key_lock)::text, 0)
-//	           || left(pg_advisory_xact_lock($mark)::text, 0)
-//	           || left(set_config('idem.owner', $owner, true), 0), true) IS NOT NULL
-//	 WHERE set_config('lock_timeout', $wait || left(set_config('idem.saved_lock_timeout', current_setting('lock_timeout'), true), 0), true) IS NOT NULL
-//	   AND NOT EXISTS (SELECT 1 FROM idem_keys WHERE scope = $scope AND key = $key AND expires_at > clock_timestamp());
+//	SELECT CASE WHEN NOT pg_try_advisory_xact_lock($key_lock) THEN false
+//	            WHEN NOT pg_try_advisory_xact_lock($mark) THEN false
+//	            ELSE set_config('idem.owner', $owner, true) IS NOT NULL END;
 //	SELECT expires_at > clock_timestamp(), fingerprint, owner_token, state, status, header_names, header_values, body
 //	  FROM idem_keys WHERE scope = $scope AND key = $key;
 //
-// The lock_timeout of the claim ($wait, see below) is set before the lock can
-// wait, and put back, for the handler, once the lock is held (arguments are
-// evaluated before the call they are passed to, left to right). With the key's
-// lock the first statement also takes a second advisory lock, $mark, keyed by a
-// hash of (table, scope, key, fingerprint), and keeps the owner token, a random
-// text of this Do, in a transaction-local setting. The second statement is a
-// statement of its own so that its snapshot is taken after any wait: it sees a
-// record committed by the owner it waited for.
+// With the key's lock the first statement takes a second advisory lock, $mark,
+// keyed by a hash of (table, scope, key, fingerprint), and keeps the owner
+// token, a random text of this Do, in a transaction-local setting. The second
+// statement is a statement of its own so that its snapshot is taken once the
+// lock is held: it shows the record of any owner that held the key before.
 //
-// If the first statement returned its row and the second finds no live record,
+// If the first statement returned true and the second finds no live record,
 // this transaction holds the claim. Do then runs the handler with the
 // transaction in its context. If the response is kept, Do writes the record and
 // commits, both pipelined in one round trip:
@@ -85,26 +79,29 @@
 // disconnects still ends the transaction; a connection that cannot is closed,
 // and PostgreSQL rolls back, which releases the claim.
 //
-// A live record found by the second statement stops the claim:
-// OutcomeReplayed (same fingerprint, byte for byte) or OutcomeMismatch; Do rolls
-// back. A replay locks nothing: the first statement sees the record and takes
-// no lock. If the first statement saw a live record that the second no longer
-// finds (it expired in between), Do claims again. Committed rows always hold a
-// response: a row is only ever written together with it.
+// A live record found by the second statement stops the claim, whether or not
+// the first took the lock: OutcomeReplayed (same fingerprint, byte for byte) or
+// OutcomeMismatch; Do rolls back. A replay never waits for the lock: while
+// another request holds it, the second statement still shows the record.
+// Committed rows always hold a response: a row is only ever written together
+// with it.
 //
-// A claim of a key whose request is in progress waits for its lock, for
-// Request.Wait at most (capped by WithLockTimeout; a Wait of zero waits 20ms,
-// PostgreSQL's lock_timeout having no "no wait"): if that request commits within
-// it, the duplicate gets its replay; if it rolls back (5xx, panic, a crash), the
-// duplicate holds the claim and runs the handler itself. The wait is
+// When the key's lock is taken and no live record is visible, a request holds
+// the key in progress. With a Request.Wait (capped by WithLockTimeout), Do
+// rolls back and claims again, waiting for the key this time, with the claim's
+// lock_timeout set before the lock and the session's put back for the handler
+// once it is held (waitLock in sql.go): if that request commits within the
+// wait, the duplicate gets its replay; if it rolls back (5xx, panic, a crash),
+// the duplicate holds the claim and runs the handler itself. The wait is
 // PostgreSQL's own lock queue, so no polling, and it ends when the duplicate's
-// context does. Past the wait (SQLSTATE 55P03), Do probes the owner's $mark to
-// tell the cases apart: the same fingerprint is OutcomeInProgress, another is
-// OutcomeMismatch. RetryAfter is the owner's Request.LockTTL less how long its
-// transaction has been open (pg_locks and pg_stat_activity), or
-// InProgressRetryAfter past that or when the owner's session is not visible. A
-// time-out with no owner of that fingerprint and no record (the owner has
-// another fingerprint, or has just rolled back) claims once more.
+// context does. Without a Wait, or past it (SQLSTATE 55P03), Do probes the
+// owner's $mark to tell the cases apart: the same fingerprint is
+// OutcomeInProgress, another is OutcomeMismatch. RetryAfter is the owner's
+// Request.LockTTL less how long its transaction has been open (pg_locks and
+// pg_stat_activity), or InProgressRetryAfter past that or when the owner's
+// session is not visible. A probe that finds no owner of that fingerprint and
+// no record (the owner has another fingerprint, or has just rolled back)
+// claims once more.
 //
 // A waiting duplicate holds a connection of its own, never anything the owner
 // needs (the owner already has its connection and its lock). Waiting duplicates

@@ -115,7 +115,7 @@ func TestDoWaiterRunsWhenTheFirstFails(t *testing.T) {
 					}
 					second <- res
 				}()
-				waitForLockWaiter(t, e)
+				waitForLockWaiter(t, e, req("k", "fp"))
 				finish(how)
 				<-firstDone
 				if res := <-second; res.Outcome != server.OutcomeExecuted || calls != 1 || e.count(t) != 1 {
@@ -144,7 +144,7 @@ func TestDoWaitEndsWhenTheClientLeaves(t *testing.T) {
 			})
 			errc <- err
 		}()
-		waitForLockWaiter(t, e)
+		waitForLockWaiter(t, e, req("k", "fp"))
 		cancel()
 		select {
 		case err := <-errc:

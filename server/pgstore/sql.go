@@ -12,7 +12,8 @@ type statements struct {
 	migrate       string
 	index         string // the expires_at index, schema-qualified, quoted
 	migrateIndex  string
-	lock          string
+	tryLock       string
+	waitLock      string
 	read          string
 	probeOwner    string
 	readLive      string
@@ -71,42 +72,43 @@ func newStatements(table string) statements {
 		index:        qualifiedIndexName(table),
 		migrateIndex: fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %[2]s ON %[1]s (expires_at)`, t, indexName(table)),
 
-		// $1 scope, $2 key, $3 key lock, $4 claim mark, $5 owner token, $6
-		// lock_timeout of the claim in milliseconds. The first statement of a
-		// claim: it takes the key's lock unless a live record exists, which a
-		// replay then reads without locking anything.
-		//
-		// The WHERE saves the session's lock_timeout in a transaction-local
-		// setting and sets the claim's; the select list, evaluated only if the
-		// WHERE holds, then waits for the key lock (an advisory lock of the
-		// transaction, keyed by a hash of table, scope and key): a duplicate of a
-		// request in progress waits here, for lock_timeout at most (then
-		// SQLSTATE 55P03). Once it holds it, it takes the claim mark ($4, keyed
-		// by the fingerprint too, by which a duplicate that timed out learns
-		// whether the request in progress has its fingerprint: probeOwner),
-		// keeps the owner token in a transaction-local setting for insert, and
-		// puts back the session's lock_timeout, so the handler's statements run
-		// with the lock_timeout they would have had without idem. The order is
-		// that of evaluation: the arguments of || left to right, each before
-		// the call they are passed to.
-		//
-		// One row: this transaction holds the key. No row: a live record
-		// stopped it; nothing is locked.
-		lock: fmt.Sprintf(`SELECT set_config('lock_timeout',
+		// $1 key lock, $2 claim mark, $3 owner token. The first statement of a
+		// claim, which never waits: it takes the key's lock (an advisory lock of
+		// the transaction, keyed by a hash of table, scope and key) if it is
+		// free, then the claim mark (keyed by the fingerprint too, by which a
+		// duplicate that cannot wait learns whether the request in progress has
+		// its fingerprint: probeOwner), and keeps the owner token in a
+		// transaction-local setting for insert. A CASE evaluates its WHEN
+		// clauses in order and stops at the first true one. false: another
+		// transaction holds the key (or an earlier version's claim holds the
+		// mark); it may still be a replay's, which read then finds.
+		tryLock: `SELECT CASE WHEN NOT pg_try_advisory_xact_lock($1) THEN false
+            WHEN NOT pg_try_advisory_xact_lock($2) THEN false
+            ELSE set_config('idem.owner', $3, true) IS NOT NULL END`,
+
+		// $1 key lock, $2 claim mark, $3 owner token, $4 lock_timeout in
+		// milliseconds. tryLock for a claim that may wait: the WHERE saves the
+		// session's lock_timeout in a transaction-local setting and sets the
+		// claim's; the select list then waits for the key lock and the claim
+		// mark, for lock_timeout at most (then SQLSTATE 55P03), keeps the owner
+		// token and puts back the session's lock_timeout, so the handler's
+		// statements run with the lock_timeout they would have had without idem.
+		// The order is that of evaluation: the WHERE before the select list, the
+		// arguments of || left to right, each before the call they are passed to.
+		waitLock: `SELECT set_config('lock_timeout',
                   current_setting('idem.saved_lock_timeout')
-                  || left(pg_advisory_xact_lock($3)::text, 0)
-                  || left(pg_advisory_xact_lock($4)::text, 0)
-                  || left(set_config('idem.owner', $5, true), 0),
+                  || left(pg_advisory_xact_lock($1)::text, 0)
+                  || left(pg_advisory_xact_lock($2)::text, 0)
+                  || left(set_config('idem.owner', $3, true), 0),
                   true) IS NOT NULL
  WHERE set_config('lock_timeout',
-                  $6::text || left(set_config('idem.saved_lock_timeout', current_setting('lock_timeout'), true), 0),
-                  true) IS NOT NULL
-   AND NOT EXISTS (SELECT 1 FROM %[1]s WHERE scope = $1 AND key = $2 AND expires_at > clock_timestamp())`, t),
+                  $4::text || left(set_config('idem.saved_lock_timeout', current_setting('lock_timeout'), true), 0),
+                  true) IS NOT NULL`,
 
 		// $1 scope, $2 key: the key's record, live or expired, if any. The
-		// second statement of a claim, pipelined after lock: a statement of its
-		// own so that its snapshot is taken after lock's wait, and sees a
-		// record that the owner it waited for committed.
+		// second statement of a claim, pipelined after tryLock or waitLock: a
+		// statement of its own so that its snapshot is taken once the key's
+		// lock is held, and shows the record of any owner that held it before.
 		read: fmt.Sprintf(`SELECT expires_at > clock_timestamp(), fingerprint, owner_token, state, status, header_names, header_values, body
 FROM %[1]s WHERE scope = $1 AND key = $2`, t),
 
@@ -135,7 +137,7 @@ FROM %[1]s WHERE scope = $1 AND key = $2 AND expires_at > clock_timestamp()`, t)
 		// for the key. It is pipelined with COMMIT, which PostgreSQL skips only
 		// if this statement fails, so it fails whenever it must not commit: a
 		// row of the key in the way (a unique violation), or a transaction that
-		// is not the claim's (the owner token kept by lock is gone when the
+		// is not the claim's (the owner token kept by tryLock is gone when the
 		// handler rolled back, even if it began another transaction): the cast
 		// of a text that is not a number fails, at run time (current_setting
 		// is not folded by the planner), with a message that says why. The

@@ -29,9 +29,6 @@ var (
 	errBadRecord = errors.New("pgstore: malformed record")
 	// errBadRequest: a Request Do cannot honour.
 	errBadRequest = errors.New("pgstore: invalid request")
-	// errNoClaimNoRecord: maxClaims claims in a row met a row their snapshot did
-	// not show; only a stream of commits on one key can do that.
-	errNoClaimNoRecord = errors.New("pgstore: neither claimed nor found a record")
 )
 
 // ErrPoolExhausted is wrapped by Do's error when no pooled connection became free
@@ -133,56 +130,60 @@ func (s *Store) do(ctx context.Context, req server.Request, owner string, run se
 	// closes it otherwise, which makes PostgreSQL roll the transaction back.
 	defer conn.Release()
 	for attempt := 0; ; attempt++ {
-		tx, row, claim, err := s.claim(ctx, conn.Conn(), req, owner)
+		// The first claim does not wait for the key; if another request holds
+		// it, the next claim waits for it, up to req.Wait.
+		wait := attempt > 0 && req.Wait > 0
+		tx, row, claim, err := s.claim(ctx, conn.Conn(), req, owner, wait)
 		if err != nil {
 			s.rollback(ctx, tx) // no-op (ErrTxClosed) if BEGIN itself failed
 			var pgErr *pgconn.PgError
 			if !errors.As(err, &pgErr) || pgErr.Code != sqlstateLockNotAvailable {
 				return server.Result{}, false, fmt.Errorf("pgstore: claim: %w", err)
 			}
-			res, free, err := s.inProgress(ctx, conn.Conn(), req)
-			if free && attempt < maxClaims-1 {
-				// No claim of this fingerprint, no record: the key's owner has
-				// another fingerprint, or has just rolled back. Claim again.
-				continue
+			// The wait ended without the key: still busy.
+		} else {
+			switch claim {
+			case claimFree, claimExpired:
+				if !*slot && !s.slots.try() {
+					s.rollback(ctx, tx)
+					return server.Result{}, true, nil
+				}
+				*slot = true
+				res, err := s.execute(ctx, conn.Conn(), tx, req, owner, claim == claimExpired, run)
+				return res, false, err
+			case claimStopped:
+				s.rollback(ctx, tx) // read only; ends the transaction
+				res, err := row.result(req.Fingerprint)
+				return res, false, err
 			}
-			return res, false, err
-		}
-		switch claim {
-		case claimFree, claimExpired:
-			if !*slot && !s.slots.try() {
-				s.rollback(ctx, tx)
-				return server.Result{}, true, nil
+			s.rollback(ctx, tx) // claimBusy
+			if attempt == 0 && req.Wait > 0 {
+				continue // and wait for the key
 			}
-			*slot = true
-			res, err := s.execute(ctx, conn.Conn(), tx, req, owner, claim == claimExpired, run)
-			return res, false, err
-		case claimStopped:
-			s.rollback(ctx, tx) // read only; ends the transaction
-			res, err := row.result(req.Fingerprint)
-			return res, false, err
 		}
-		s.rollback(ctx, tx)
-		if attempt == maxClaims-1 {
-			return server.Result{}, false, fmt.Errorf("pgstore: claim: %w", errNoClaimNoRecord)
+		res, free, err := s.inProgress(ctx, conn.Conn(), req)
+		if free && attempt < maxClaims-1 {
+			// No claim of this fingerprint, no record: the key's holder has
+			// another fingerprint, or has just rolled back. Claim again.
+			continue
 		}
+		return res, false, err
 	}
 }
 
-// maxClaims bounds the claims of one Do: a claim that finds neither the key
-// free nor a live record is repeated (a live record that lock saw had expired,
-// or was deleted, when read looked); it takes a record expiring in between two
-// statements to get there, so two are nearly always enough.
+// maxClaims bounds the claims of one Do: after a first claim that finds the key
+// busy, the claims that wait for it (req.Wait), repeated while the probe finds
+// no claim of req's fingerprint and no record (see inProgress).
 const maxClaims = 3
 
 // What a claim found.
 type claimResult int
 
 const (
-	claimNone    claimResult = iota // neither the key nor a live record: claim again
-	claimFree                       // this transaction holds the key, which has no record
+	claimFree    claimResult = iota // this transaction holds the key, which has no record
 	claimExpired                    // this transaction holds the key, whose record has expired
 	claimStopped                    // a live record stops the claim
+	claimBusy                       // another transaction holds the key, and no live record is visible
 )
 
 // acquire takes a connection from the pool, waiting at most the acquire timeout.
@@ -199,27 +200,27 @@ func (s *Store) acquire(ctx context.Context) (*pgxpool.Conn, error) {
 	return conn, nil
 }
 
-// minLockWait is the shortest lock_timeout of a claim, what a Wait of zero gets
-// (lock_timeout 0 would mean no limit): a key whose lock was just released by
-// an owner that committed, and taken by another request's claim that then
-// finds the record and rolls back, is free again within it.
-const minLockWait = 20 * time.Millisecond
-
-// lockWait is the claim's lock_timeout in milliseconds: req.Wait, at most the
-// lock timeout, at least minLockWait.
+// lockWait is the lock_timeout, in milliseconds, of a claim that waits for the
+// key: req.Wait, at most the lock timeout, at least a millisecond (lock_timeout
+// 0 would mean no limit).
 func (s *Store) lockWait(req server.Request) string {
-	d := max(min(req.Wait, s.cfg.lockTimeout), minLockWait)
-	return strconv.FormatInt(d.Milliseconds(), 10)
+	d := max(min(req.Wait, s.cfg.lockTimeout), time.Millisecond)
+	return strconv.FormatInt(int64((d+time.Millisecond-1)/time.Millisecond), 10)
 }
 
 // claim begins a transaction on conn and claims (req.Scope, req.Key) or reads
 // the record that stops the claim, in one round trip: BEGIN (pgx's
-// Batch.BeginTx), lock and read, pipelined. The transaction comes back whatever
-// the error, for the caller to roll back; it is closed already if BEGIN failed.
-func (s *Store) claim(ctx context.Context, conn *pgx.Conn, req server.Request, owner string) (pgx.Tx, record, claimResult, error) {
+// Batch.BeginTx), tryLock (waitLock if wait) and read, pipelined. The
+// transaction comes back whatever the error, for the caller to roll back; it is
+// closed already if BEGIN failed.
+func (s *Store) claim(ctx context.Context, conn *pgx.Conn, req server.Request, owner string, wait bool) (pgx.Tx, record, claimResult, error) {
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
-	b.Queue(s.sql.lock, req.Scope, req.Key, s.keyLock(req), s.claimMark(req), owner, s.lockWait(req))
+	if wait {
+		b.Queue(s.sql.waitLock, s.keyLock(req), s.claimMark(req), owner, s.lockWait(req))
+	} else {
+		b.Queue(s.sql.tryLock, s.keyLock(req), s.claimMark(req), owner)
+	}
 	b.Queue(s.sql.read, req.Scope, req.Key)
 	br := conn.SendBatch(ctx, b)
 	tx := br.Tx()
@@ -233,28 +234,30 @@ func (s *Store) claim(ctx context.Context, conn *pgx.Conn, req server.Request, o
 // claimResults reads the results of claim's pipeline, BEGIN's first.
 func claimResults(br pgx.BatchResults) (record, claimResult, error) {
 	if _, err := br.Exec(); err != nil {
-		return record{}, claimNone, fmt.Errorf("begin: %w", err)
+		return record{}, claimBusy, fmt.Errorf("begin: %w", err)
 	}
 	var locked bool
-	if err := br.QueryRow().Scan(&locked); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return record{}, claimNone, err
+	if err := br.QueryRow().Scan(&locked); err != nil {
+		return record{}, claimBusy, err
 	}
 	var r record
 	var live bool
 	err := br.QueryRow().Scan(&live, &r.fingerprint, &r.owner, &r.state, &r.status, &r.headerNames, &r.headerValues, &r.body)
+	expired := err == nil && !live
 	switch {
-	case errors.Is(err, pgx.ErrNoRows) && locked:
-		return record{}, claimFree, nil
 	case errors.Is(err, pgx.ErrNoRows):
-		return record{}, claimNone, nil
 	case err != nil:
-		return record{}, claimNone, err
+		return record{}, claimBusy, err
 	case live:
 		return r, claimStopped, nil
-	case locked:
+	}
+	switch {
+	case !locked:
+		return record{}, claimBusy, nil
+	case expired:
 		return record{}, claimExpired, nil
 	}
-	return record{}, claimNone, nil
+	return record{}, claimFree, nil
 }
 
 // execute calls run inside the claim's transaction and ends the transaction;
