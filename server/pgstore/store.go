@@ -78,14 +78,15 @@ func (s *Store) Table() string { return s.cfg.table }
 
 // Do implements server.Store. It begins a transaction on a pooled connection and
 // claims (req.Scope, req.Key): a transaction-scoped advisory lock on the key,
-// taken unless a live record exists, and a read of the key's record, both in the
-// round trip of BEGIN. If it holds the claim it calls run with a context
-// carrying the transaction (see Tx), then either inserts the record and commits
-// (keep) or rolls back (not keep, or a panic), which also undoes the handler's
-// business writes. A duplicate of a request still in progress waits for the key
-// lock up to req.Wait (at most the lock timeout) and then replays the response,
-// runs if the first rolled back, or reports OutcomeInProgress. The record
-// expires req.TTL after it is written.
+// taken if it is free, and a read of the key's record, both in the round trip
+// of BEGIN; a live record is replayed (or is a mismatch) whoever holds the
+// lock. If it holds the claim and no live record exists, it calls run with a
+// context carrying the transaction (see Tx), then either inserts the record
+// and commits (keep) or rolls back (not keep, or a panic), which also undoes
+// the handler's business writes. A duplicate of a request still in progress
+// waits for the key lock up to req.Wait (at most the lock timeout) and then
+// replays the response, runs if the first rolled back, or reports
+// OutcomeInProgress. The record expires req.TTL after it is written.
 //
 // req.LockTTL does not bound the claim: the claim is a lock of an open
 // transaction, which lives exactly as long as the owner's handler (or its
@@ -224,11 +225,11 @@ func (s *Store) claim(ctx context.Context, conn *pgx.Conn, req server.Request, o
 	b.Queue(s.sql.read, req.Scope, req.Key)
 	br := conn.SendBatch(ctx, b)
 	tx := br.Tx()
-	r, found, err := claimResults(br)
+	r, c, err := claimResults(br)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	return tx, r, found, err
+	return tx, r, c, err
 }
 
 // claimResults reads the results of claim's pipeline, BEGIN's first.
