@@ -77,7 +77,7 @@ func holdClaim(t *testing.T, e env, r server.Request, keep bool) (release func()
 	released := make(chan struct{})
 	var once sync.Once
 	release = func() { once.Do(func() { close(released) }) }
-	t.Cleanup(release) // a failed test must not leave the row locked: its table is dropped
+	t.Cleanup(release) // a failed test must not leave the claim held: its table is dropped
 	done = make(chan server.Result, 1)
 	go func() {
 		res, err := e.store.Do(context.Background(), r, func(ctx context.Context) (*server.Response, bool) {
@@ -101,16 +101,18 @@ func holdClaim(t *testing.T, e env, r server.Request, keep bool) (release func()
 	return release, done
 }
 
-// waitForLockWaiter returns once a backend waits for a lock in a statement on
-// e's table: a duplicate is blocked on the claim.
-func waitForLockWaiter(t *testing.T, e env) {
+// waitForLockWaiter returns once a backend waits for the key lock of r on e's
+// store: a duplicate is blocked on the claim.
+func waitForLockWaiter(t *testing.T, e env, r server.Request) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for {
 		var n int
-		err := e.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-WHERE wait_event_type = 'Lock' AND position($1 in query) > 0`, e.table).Scan(&n)
+		err := e.pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks
+WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND classid = (($1::bigint >> 32) & 4294967295)::oid AND objid = ($1::bigint & 4294967295)::oid AND objsubid = 1`,
+			e.store.KeyLock(r)).Scan(&n)
 		if err != nil {
 			t.Fatalf("waiting for a lock waiter: %v", err)
 		}
@@ -120,12 +122,12 @@ WHERE wait_event_type = 'Lock' AND position($1 in query) > 0`, e.table).Scan(&n)
 		select {
 		case <-ctx.Done():
 			t.Fatal("no duplicate ever waited on the claim")
-		case <-time.After(time.Millisecond): // poll pg_stat_activity; not an ordering assumption
+		case <-time.After(time.Millisecond): // poll pg_locks; not an ordering assumption
 		}
 	}
 }
 
-// TestDoDuplicateBeyondTheWaitIsInProgress: a duplicate waits on the row lock no
+// TestDoDuplicateBeyondTheWaitIsInProgress: a duplicate waits on the key lock no
 // longer than the smaller of its Request.Wait and WithLockTimeout (Wait 0: at
 // once), then reports in progress, with RetryAfter the rest of the owner's
 // LockTTL, or a mismatch for another fingerprint.
@@ -184,7 +186,7 @@ func duplicateBeyondTheWaitIsInProgress(t *testing.T, tp pgtest.Topology) {
 }
 
 // TestDoDuplicateWaitsForTheFirst: a duplicate that arrives while the first
-// request is written but not yet answered waits on the row lock and gets its
+// request is written but not yet answered waits on the key lock and gets its
 // replay as soon as it commits; if the first rolls back (5xx, panic) the
 // duplicate runs the handler itself: one payment either way.
 func TestDoDuplicateWaitsForTheFirst(t *testing.T) {
@@ -225,7 +227,7 @@ func duplicateWaitsForTheFirst(t *testing.T, tp pgtest.Topology) {
 				}
 				second <- res
 			}()
-			waitForLockWaiter(t, e)
+			waitForLockWaiter(t, e, req("k", "fp"))
 			release()
 			<-done
 			res := <-second
@@ -269,5 +271,39 @@ func migrateIsIdempotentAndConcurrent(t *testing.T, tp pgtest.Topology) {
 	calls := 0
 	if res, err := store.Do(context.Background(), req("k", "fp"), payRun(t, e, &calls, true)); err != nil || res.Outcome != server.OutcomeExecuted {
 		t.Fatalf("Do on the migrated tables = %v, %v", res.Outcome, err)
+	}
+}
+
+// TestReplayDoesNotWaitForTheKey: while another transaction holds the key (a
+// concurrent replay does, briefly), a replay answers from the record at once,
+// even with a long Wait.
+func TestReplayDoesNotWaitForTheKey(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	calls := 0
+	if res, err := e.store.Do(ctx, req("k", "fp"), payRun(t, e, &calls, true)); err != nil || res.Outcome != server.OutcomeExecuted {
+		t.Fatalf("first = %v, %v", res.Outcome, err)
+	}
+	tx, err := e.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", e.store.KeyLock(req("k", "fp"))); err != nil {
+		t.Fatal(err)
+	}
+	for _, fp := range []string{"fp", "other"} {
+		r := req("k", fp)
+		r.Wait = time.Hour
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second) // a replay that waited would wait the lock timeout
+		res, err := e.store.Do(wctx, r, payRun(t, e, &calls, true))
+		cancel()
+		if want := map[string]server.Outcome{"fp": server.OutcomeReplayed, "other": server.OutcomeMismatch}[fp]; err != nil || res.Outcome != want {
+			t.Fatalf("fingerprint %s while the key is held = %v, %v; want %v", fp, res.Outcome, err, want)
+		}
+	}
+	if calls != 1 {
+		t.Fatalf("%d runs, want 1", calls)
 	}
 }

@@ -30,80 +30,81 @@
 // # How Do works
 //
 // Do takes a connection from the pool (waiting at most WithAcquireTimeout) and,
-// in one round trip (BEGIN pipelined with one statement, through pgx's
-// Batch.BeginTx), begins a transaction and claims the key or reads the record
-// that stops the claim:
+// in one round trip (three statements pipelined, BEGIN first through pgx's
+// Batch.BeginTx), begins a transaction and claims the key, or reads the record
+// that stops the claim. The claim is a transaction-scoped advisory lock keyed by
+// a hash of (table, scope, key), which the first claim takes only if it is free:
 //
-//	WITH claimed AS (
-//	    INSERT INTO idem_keys AS k (scope, key, fingerprint, owner_token, state, created_at, expires_at)
-//	    SELECT $scope, $key, $fingerprint, $owner, 'claimed', clock_timestamp(), clock_timestamp() + $ttl
-//	     WHERE set_config('lock_timeout', $wait || left(set_config('idem.saved_lock_timeout', current_setting('lock_timeout'), true), 0), true) IS NOT NULL
-//	       AND NOT EXISTS (SELECT 1 FROM idem_keys WHERE scope = $scope AND key = $key AND expires_at > clock_timestamp())
-//	    ON CONFLICT (scope, key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, owner_token = EXCLUDED.owner_token,
-//	        state = 'claimed', status = NULL, header_names = NULL, header_values = NULL, body = NULL,
-//	        created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
-//	     WHERE k.expires_at <= clock_timestamp()
-//	    RETURNING k.owner_token, k.fingerprint, k.state, pg_advisory_xact_lock($mark),
-//	              set_config('lock_timeout', current_setting('idem.saved_lock_timeout'), true))
-//	SELECT true, owner_token, fingerprint, state, NULL, NULL, NULL, NULL FROM claimed
-//	UNION ALL
-//	SELECT false, owner_token, fingerprint, state, status, header_names, header_values, body FROM idem_keys
-//	 WHERE scope = $scope AND key = $key AND expires_at > clock_timestamp() AND NOT EXISTS (SELECT 1 FROM claimed)
+//	BEGIN;
+//	SELECT CASE WHEN NOT pg_try_advisory_xact_lock($key_lock) THEN false
+//	            WHEN NOT pg_try_advisory_xact_lock($mark) THEN false
+//	            ELSE set_config('idem.owner', $owner, true) IS NOT NULL END;
+//	SELECT expires_at > clock_timestamp(), fingerprint, owner_token, state, status, header_names, header_values, body
+//	  FROM idem_keys WHERE scope = $scope AND key = $key;
 //
-// The lock_timeout of the claim ($wait, see below) is set before the insert
-// can wait and put back, for the handler, once the row is held. A true row means
-// the key was free or its record had expired: this transaction holds the claim,
-// the row lock of an uncommitted row. RETURNING, evaluated only for the row
-// claimed, also takes a transaction-scoped advisory lock, $mark, keyed by a hash
-// of (table, scope, key, fingerprint). Do then runs the handler with the
-// transaction in its context. If the response is kept, Do records it with a
-// compare-and-set on the owner token and commits, both pipelined in one round
-// trip:
+// With the key's lock the first statement takes a second advisory lock, $mark,
+// keyed by a hash of (table, scope, key, fingerprint), and keeps the owner
+// token, a random text of this Do, in a transaction-local setting. The second
+// statement is a statement of its own so that its snapshot is taken once the
+// lock is held: it shows the record of any owner that held the key before.
 //
-//	WITH done AS (UPDATE idem_keys SET state = 'done', status = $status, header_names = $names,
-//	        header_values = $values, body = $body, expires_at = <now + TTL, see below>
-//	    WHERE scope = $scope AND key = $key AND owner_token = $owner AND state = 'claimed' RETURNING 1)
-//	SELECT CASE WHEN (SELECT count(*) FROM done) = 1 THEN 1
-//	    ELSE ('pgstore: claim lost, rows updated: ' || (SELECT count(*) FROM done))::int END;
+// If the first statement returned true and the second finds no live record,
+// this transaction holds the claim. Do then runs the handler with the
+// transaction in its context. If the response is kept, Do writes the record and
+// commits, both pipelined in one round trip:
+//
+//	INSERT INTO idem_keys (scope, key, fingerprint, owner_token, state, status, header_names, header_values, body, created_at, expires_at)
+//	VALUES ($scope, $key, $fingerprint,
+//	        CASE WHEN current_setting('idem.owner', true) = $owner THEN $owner
+//	             ELSE ('pgstore: not the claim''s transaction, owner ' || ...)::int::text END,
+//	        'done', $status, $names, $values, $body, now(), clock_timestamp() + $ttl);
 //	COMMIT;
 //
-// (A compare-and-set that matches no row fails the statement, so that
-// PostgreSQL skips the pipelined COMMIT.)
-// If the UPDATE or the COMMIT fails, the business writes are gone with it and Do
-// returns an error wrapping server.ErrNotRecorded. The middleware then answers
-// that the outcome was not recorded, without the handler's response; here that
-// outcome is known: nothing happened (the claim, the business write and the
-// record rolled back together), the key is free, and a retry runs the handler
-// once, which is correct. This store never marks a key outcome unknown. The
-// exception is an effect the handler made outside the transaction (an email, a
-// call to another service, a write on another connection): it stays, and the
-// retry repeats it. If the response is not kept,
-// or the handler panics, Do rolls back. Both run on a context detached from the
-// request (WithFinishTimeout), so a client that disconnects still ends the
-// transaction; a connection that cannot is closed, and PostgreSQL rolls back.
+// Over an expired record the INSERT is an upsert that overwrites the row only if
+// it is still expired (takeOver in sql.go). The record is written only where
+// no live record is, and only by the claim's own transaction: the CASE fails
+// the statement if the handler ended that transaction (even if it began
+// another), a row of the key fails it as a unique violation, and PostgreSQL
+// then skips the pipelined COMMIT. If the INSERT or the COMMIT fails, the
+// business writes are gone with it and Do returns an error wrapping
+// server.ErrNotRecorded. The middleware then answers that the outcome was not
+// recorded, without the handler's response; here that outcome is known:
+// nothing happened (the claim, the business write and the record rolled back
+// together), the key is free, and a retry runs the handler once, which is
+// correct. This store never marks a key outcome unknown. The exception is an
+// effect the handler made outside the transaction (an email, a call to another
+// service, a write on another connection): it stays, and the retry repeats it.
+// If the response is not kept, or the handler panics, Do rolls back. Both run on
+// a context detached from the request (WithFinishTimeout), so a client that
+// disconnects still ends the transaction; a connection that cannot is closed,
+// and PostgreSQL rolls back, which releases the claim.
 //
-// A false row is the live record that stopped the claim: OutcomeReplayed (same
-// fingerprint, byte for byte) or OutcomeMismatch. No row at all means the claim
-// met a row its snapshot, taken before any wait, does not show (an owner that
-// committed meanwhile): Do claims again. Committed rows always hold a
-// response: a claim is only ever committed together with it.
+// A live record found by the second statement stops the claim, whether or not
+// the first took the lock: OutcomeReplayed (same fingerprint, byte for byte) or
+// OutcomeMismatch; Do rolls back. A replay never waits for the lock: while
+// another request holds it, the second statement still shows the record.
+// Committed rows always hold a response: a row is only ever written together
+// with it.
 //
-// A claim that meets the uncommitted row of a request in progress waits for it,
-// for Request.Wait at most (capped by WithLockTimeout; a Wait of zero waits 20ms,
-// PostgreSQL's lock_timeout having no "no wait"): if that request commits within
-// it, the duplicate gets its replay; if it rolls back (5xx, panic, a crash), the
-// duplicate holds the claim and runs the handler itself. The wait is
+// When the key's lock is taken and no live record is visible, a request holds
+// the key in progress. With a Request.Wait (capped by WithLockTimeout), Do
+// rolls back and claims again, waiting for the key this time, with the claim's
+// lock_timeout set before the lock and the session's put back for the handler
+// once it is held (waitLock in sql.go): if that request commits within the
+// wait, the duplicate gets its replay; if it rolls back (5xx, panic, a crash),
+// the duplicate holds the claim and runs the handler itself. The wait is
 // PostgreSQL's own lock queue, so no polling, and it ends when the duplicate's
-// context does. Past the wait (SQLSTATE 55P03), Do probes the owner's advisory
-// lock to tell the cases apart: the same fingerprint is OutcomeInProgress,
-// another is OutcomeMismatch. RetryAfter is the owner's Request.LockTTL less how
-// long its transaction has been open (pg_locks and pg_stat_activity), or
-// InProgressRetryAfter past that or when the owner's session is not visible. A
-// time-out with no owner and no record (lock_timeout also bounds the wait to
-// extend the table) claims once more.
+// context does. Without a Wait, or past it (SQLSTATE 55P03), Do probes the
+// owner's $mark to tell the cases apart: the same fingerprint is
+// OutcomeInProgress, another is OutcomeMismatch. RetryAfter is the owner's
+// Request.LockTTL less how long its transaction has been open (pg_locks and
+// pg_stat_activity), or InProgressRetryAfter past that or when the owner's
+// session is not visible. A probe that finds no owner of that fingerprint and
+// no record (the owner has another fingerprint, or has just rolled back)
+// claims once more.
 //
 // A waiting duplicate holds a connection of its own, never anything the owner
-// needs (the owner already has its connection and its row). Waiting duplicates
+// needs (the owner already has its connection and its lock). Waiting duplicates
 // do take connections from the pool; WithAcquireTimeout bounds how long any Do
 // waits for one (ErrPoolExhausted: the middleware answers 503 with
 // Retry-After, and the handler does not run), WithLockTimeout bounds how long a
@@ -111,15 +112,27 @@
 // handlers.
 //
 // A store that cannot be reached fails Do before the handler runs; the
-// middleware answers 503. The record expires TTL after it is written (to within
-// the smaller of 1s and TTL/10, so that a quick handler's record is updated in
-// place), not after the claim, so a handler slower than the TTL still leaves a
-// record to replay. An expired record is taken over by the next claim, and
-// deleted by DeleteExpired, which removes at most a batch of rows per
-// statement, skipping rows a claim holds:
+// middleware answers 503. The record expires TTL after it is written, not
+// after the claim, so a handler slower than the TTL still leaves a record to
+// replay; created_at is the claim (the transaction's start). An expired record
+// is taken over by the next claim, and deleted by DeleteExpired, which removes
+// at most a batch of rows per statement, skipping rows locked at that moment:
 //
 //	DELETE FROM idem_keys WHERE ctid = ANY (ARRAY(
 //	    SELECT ctid FROM idem_keys WHERE expires_at <= clock_timestamp() LIMIT $batch FOR UPDATE SKIP LOCKED))
+//
+// A claim holds the key, not the expired row, while its handler runs: if the
+// reaper deletes the row meanwhile, the record is inserted all the same.
+//
+// Versions up to v0.1.0 claimed by inserting a 'claimed' row and recorded by
+// updating it. The table is unchanged, and both versions can serve one table
+// during a rolling upgrade without a business write committing twice for a key:
+// the primary key decides, and a business write commits only with its record.
+// They do not wait for each other's claims as one version does, though: a
+// duplicate that meets a claim of the other version may run its handler and
+// then fail its record (ErrNotRecorded, its business write rolled back), or fail
+// on a deadlock PostgreSQL breaks (503), where one version alone would have
+// waited and replayed, or answered 409 or 422.
 //
 // # PgBouncer
 //
@@ -163,8 +176,13 @@
 //	    created_at    timestamptz NOT NULL DEFAULT clock_timestamp(),
 //	    expires_at    timestamptz NOT NULL,
 //	    PRIMARY KEY (scope, key)
-//	) WITH (fillfactor = 80);     -- room for the in-place (HOT) update that records the response
+//	);
 //	CREATE INDEX IF NOT EXISTS idem_keys_expires_at_idx ON idem_keys (expires_at);
+//
+// This version writes every row 'done', with its response; 'claimed' rows were
+// the uncommitted claims of earlier versions. Tables those created have
+// fillfactor 80, which left room for the in-place update of the record; it does
+// no harm, and Migrate leaves it.
 //
 // Times are the database server's clock_timestamp(), so instances with skewed
 // clocks agree. Scope and key are text: a scope with a NUL byte or invalid UTF-8
@@ -185,15 +203,16 @@
 //     replays, duplicates and the application's other queries find a
 //     connection. A new request that finds every handler slot taken waits for
 //     one, holding no connection, up to the acquire timeout, then gets 503.
-//   - Per executed request: BEGIN with the claim (one round trip, two
+//   - Per executed request: BEGIN with the claim (one round trip, three
 //     statements), the handler's own statements, and the record with COMMIT
 //     (one round trip): the round trips of a handler that runs its own
-//     transaction. A replay is
-//     BEGIN with the claim, then ROLLBACK. The row is written twice (insert,
-//     then an in-place update) in one transaction, so one WAL flush.
+//     transaction. A replay is BEGIN with the claim, then ROLLBACK. The record
+//     is one row inserted once, with its response, in the handler's
+//     transaction, so one WAL flush; the claim writes nothing.
 //   - The advisory lock keys share the database's advisory lock space with the
 //     application's; they are 64-bit hashes, so a collision is improbable and
-//     only ever turns a 422 into a 409.
+//     only ever makes two keys' requests wait for each other (past the wait, a
+//     409 or 422 instead of a run).
 //
 // # Options
 //

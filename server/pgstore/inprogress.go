@@ -13,30 +13,41 @@ import (
 	"github.com/idemkit/idem/server"
 )
 
-// claimMark is the advisory lock key the owner of a claim holds while it runs:
-// 64 bits of SHA-256 over the length-prefixed table, scope, key and fingerprint.
+// keyLock is the advisory lock key of the claim, which its owner holds while
+// it runs: 64 bits of SHA-256 over the length-prefixed table, scope and key.
+func (s *Store) keyLock(req server.Request) int64 {
+	return lockKey("idem-key", s.cfg.table, req.Scope, req.Key)
+}
+
+// claimMark is the advisory lock key the owner of a claim also holds while it
+// runs, by which a duplicate tells its fingerprint: 64 bits of SHA-256 over the
+// length-prefixed table, scope, key and fingerprint.
 func (s *Store) claimMark(req server.Request) int64 {
+	return lockKey("idem-claim", s.cfg.table, req.Scope, req.Key, req.Fingerprint)
+}
+
+// lockKey is 64 bits of SHA-256 over the length-prefixed parts.
+func lockKey(parts ...string) int64 {
 	h := sha256.New()
 	var n [8]byte
-	for _, s := range []string{"idem-claim", s.cfg.table, req.Scope, req.Key, req.Fingerprint} {
-		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+	for _, p := range parts {
+		binary.BigEndian.PutUint64(n[:], uint64(len(p)))
 		h.Write(n[:])
-		h.Write([]byte(s))
+		h.Write([]byte(p))
 	}
 	return int64(binary.BigEndian.Uint64(h.Sum(nil)))
 }
 
-// inProgress answers a duplicate whose claim timed out on the row lock of a
-// request in progress (whose fingerprint is invisible: its row is uncommitted).
+// inProgress answers a duplicate whose claim timed out on the key lock of a
+// request in progress (whose fingerprint is invisible: it has written no row).
 // The owner holds an advisory lock on claimMark of its own request: if that of
 // req is held, the request in progress is this one (OutcomeInProgress);
 // otherwise it is another one (OutcomeMismatch), unless the owner has finished in
 // the meantime, in which case its committed record answers. free reports the
 // case where no claim of req's fingerprint is held and no record is live:
-// another fingerprint's claim (a mismatch), or no claim at all (the lock that
-// timed out was another one, such as a wait to extend the table, or the owner
-// has just rolled back); Do then claims once more and, if that times out the
-// same way, answers OutcomeMismatch.
+// another fingerprint's claim (a mismatch), or no claim at all (the owner has
+// just rolled back); Do then claims once more and, if that times out the same
+// way, answers OutcomeMismatch.
 //
 // RetryAfter estimates the owner's remaining time as req.LockTTL less how long
 // the owner has been running (its transaction began with the claim); when the

@@ -42,7 +42,7 @@ func WithTable(name string) Option {
 	return func(c *config) { c.table = name }
 }
 
-// WithLockTimeout bounds how long a concurrent duplicate waits for the row lock of
+// WithLockTimeout bounds how long a concurrent duplicate waits for the key lock of
 // a request still in progress, whatever its Request.Wait asks (default 10s): the
 // duplicate waits the smaller of the two, then Do reports OutcomeInProgress. The
 // wait is PostgreSQL's lock_timeout, set for the claim statement only; if the first

@@ -15,8 +15,8 @@ const (
 
 // DeleteExpired deletes expired records in batches of at most batch rows, one
 // short statement per batch, until a batch finds fewer than batch rows, and
-// returns how many it deleted. Rows that a claim is taking over at that moment are
-// skipped. batch must be positive.
+// returns how many it deleted. Rows locked at that moment (a record being
+// written over an expired one) are skipped. batch must be positive.
 func (s *Store) DeleteExpired(ctx context.Context, batch int) (int64, error) {
 	if batch <= 0 {
 		return 0, fmt.Errorf("%w: DeleteExpired batch %d", errBadRequest, batch)

@@ -75,22 +75,52 @@ func deleteExpired(t *testing.T, tp pgtest.Topology) {
 	})
 }
 
-func TestDeleteExpiredSkipsARowBeingTakenOver(t *testing.T) {
+// TestDeleteExpiredSkipsLockedRows: a row locked at that moment (a record being
+// written over an expired one holds it) is left to a later run.
+func TestDeleteExpiredSkipsLockedRows(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	seed(t, e, "k", 1)
 	pgtest.Advance(t, e.pool, e.table, 2*time.Hour)
-	// A new claim takes over the expired record and holds it while the reaper runs.
+	ctx := context.Background()
+	tx, err := e.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM "+e.table+" FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := e.store.DeleteExpired(ctx, 10); err != nil || n != 0 {
+		t.Fatalf("DeleteExpired with the row locked = %d, %v; want 0 (skipped)", n, err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := e.store.DeleteExpired(ctx, 10); err != nil || n != 1 {
+		t.Fatalf("DeleteExpired once the lock is gone = %d, %v; want 1", n, err)
+	}
+}
+
+// TestDeleteExpiredDuringATakeover: a claim holds the key of an expired record,
+// not its row, while its handler runs; the reaper deletes the row meanwhile, and
+// the new record is inserted all the same.
+func TestDeleteExpiredDuringATakeover(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	seed(t, e, "k", 1)
+	pgtest.Advance(t, e.pool, e.table, 2*time.Hour)
 	release, done := holdClaim(t, e, req("k-0", "fp2"), true)
-	n, err := e.store.DeleteExpired(context.Background(), 10)
-	if err != nil || n != 0 {
-		t.Fatalf("DeleteExpired during a takeover = %d, %v; want 0 (row locked, skipped)", n, err)
+	if n, err := e.store.DeleteExpired(context.Background(), 10); err != nil || n != 1 {
+		t.Fatalf("DeleteExpired during a takeover = %d, %v; want the expired record deleted", n, err)
 	}
 	release()
-	<-done
+	if res := <-done; res.Outcome != server.OutcomeExecuted {
+		t.Fatalf("takeover = %v, want executed", res.Outcome)
+	}
 	res, err := e.store.Do(context.Background(), req("k-0", "fp2"), nil)
-	if err != nil || res.Outcome != server.OutcomeReplayed {
-		t.Fatalf("after the takeover = %v, %v; want replayed", res.Outcome, err)
+	if err != nil || res.Outcome != server.OutcomeReplayed || string(res.Response.Body) != "first" {
+		t.Fatalf("after the takeover = %+v, %v; want the replay of its record", res, err)
 	}
 }
 

@@ -23,8 +23,8 @@ func (r record) result(fingerprint string) (server.Result, error) {
 		return server.Result{Outcome: server.OutcomeMismatch}, nil
 	}
 	if r.state != "done" || r.status == nil {
-		// Committed claims do not occur (a claim commits only with its response);
-		// a row left so by hand is treated as held.
+		// Rows are only committed with their response ('done'); a row left
+		// otherwise by hand is treated as held.
 		return server.Result{Outcome: server.OutcomeInProgress, RetryAfter: InProgressRetryAfter}, nil
 	}
 	h, ok := decodeHeader(r.headerNames, r.headerValues, r.headerNames == nil && r.headerValues == nil)

@@ -12,10 +12,13 @@ type statements struct {
 	migrate       string
 	index         string // the expires_at index, schema-qualified, quoted
 	migrateIndex  string
-	claim         string
+	tryLock       string
+	waitLock      string
+	read          string
 	probeOwner    string
 	readLive      string
-	record        string
+	insert        string
+	takeOver      string
 	deleteExpired string
 }
 
@@ -49,7 +52,9 @@ func newStatements(table string) statements {
 		// index exists, and would wait for every claim in progress: Migrate runs
 		// it only when the index is missing (index), so an instance starts while
 		// others serve slow handlers. CREATE TABLE IF NOT EXISTS locks nothing
-		// when the table exists.
+		// when the table exists. This package writes a row only with its
+		// response ('done'); 'claimed' is what earlier versions, which inserted
+		// the row at the claim and updated it at the record, wrote first.
 		migrate: fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %[1]s (
     scope         text        NOT NULL,
     key           text        NOT NULL,
@@ -63,55 +68,49 @@ func newStatements(table string) statements {
     created_at    timestamptz NOT NULL DEFAULT clock_timestamp(),
     expires_at    timestamptz NOT NULL,
     PRIMARY KEY (scope, key)
-) WITH (fillfactor = 80)`, t),
+)`, t),
 		index:        qualifiedIndexName(table),
 		migrateIndex: fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %[2]s ON %[1]s (expires_at)`, t, indexName(table)),
 
-		// $1 scope, $2 key, $3 fingerprint, $4 owner token, $5 TTL in microseconds,
-		// $6 claim mark, $7 lock_timeout of the claim in milliseconds. One
-		// statement claims the key or reads the record that stops the claim.
-		//
-		// The INSERT's row source first saves the session's lock_timeout in a
-		// transaction-local setting and sets the claim's (the inner set_config
-		// runs before the outer: an argument is evaluated before its call). The NOT
-		// EXISTS keeps replays of a committed record from locking it; a duplicate
-		// of a request still in progress waits on the uncommitted row in ON
-		// CONFLICT, for lock_timeout at most (then SQLSTATE 55P03). RETURNING is
-		// evaluated only for the row this statement claimed, after any wait: only
-		// the holder of the claim takes the mark, an advisory lock visible to
-		// other sessions at once whose key hashes (table, scope, key, fingerprint),
-		// by which a duplicate that timed out on the row lock learns whether the
-		// request in progress has its fingerprint (probeOwner); and it puts back
-		// the session's lock_timeout, so the handler's statements run with the
-		// lock_timeout they would have had without idem. A claim that does not
-		// hold the row is rolled back, setting and all.
-		//
-		// The first column says which: true, the claim (its own row); false,
-		// the live record that stopped it, as the statement's snapshot sees it. No
-		// row: the claim met a row that the snapshot, taken before any wait, does
-		// not show (an owner that committed while this statement waited, or a
-		// record committed just before the insert); Do claims again, with a new
-		// snapshot.
-		claim: fmt.Sprintf(`WITH claimed AS (
-    INSERT INTO %[1]s AS k (scope, key, fingerprint, owner_token, state, created_at, expires_at)
-    SELECT $1, $2, $3, $4, 'claimed', clock_timestamp(), clock_timestamp() + $5::bigint * interval '1 microsecond'
-     WHERE set_config('lock_timeout',
-                      $7::text || left(set_config('idem.saved_lock_timeout', current_setting('lock_timeout'), true), 0),
-                      true) IS NOT NULL
-       AND NOT EXISTS (SELECT 1 FROM %[1]s WHERE scope = $1 AND key = $2 AND expires_at > clock_timestamp())
-    ON CONFLICT (scope, key) DO UPDATE
-       SET fingerprint = EXCLUDED.fingerprint, owner_token = EXCLUDED.owner_token, state = 'claimed',
-           status = NULL, header_names = NULL, header_values = NULL, body = NULL,
-           created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
-     WHERE k.expires_at <= clock_timestamp()
-    RETURNING k.owner_token, k.fingerprint, k.state, pg_advisory_xact_lock($6),
-              set_config('lock_timeout', current_setting('idem.saved_lock_timeout'), true))
-SELECT true, owner_token, fingerprint, state, NULL::integer, NULL::bytea[], NULL::bytea[], NULL::bytea
-  FROM claimed
-UNION ALL
-SELECT false, owner_token, fingerprint, state, status, header_names, header_values, body
-  FROM %[1]s
- WHERE scope = $1 AND key = $2 AND expires_at > clock_timestamp() AND NOT EXISTS (SELECT 1 FROM claimed)`, t),
+		// $1 key lock, $2 claim mark, $3 owner token. The first statement of a
+		// claim, which never waits: it takes the key's lock (an advisory lock of
+		// the transaction, keyed by a hash of table, scope and key) if it is
+		// free, then the claim mark (keyed by the fingerprint too, by which a
+		// duplicate that cannot wait learns whether the request in progress has
+		// its fingerprint: probeOwner), and keeps the owner token in a
+		// transaction-local setting for insert. A CASE evaluates its WHEN
+		// clauses in order and stops at the first true one. false: another
+		// transaction holds the key (or an earlier version's claim holds the
+		// mark); it may still be a replay's, which read then finds.
+		tryLock: `SELECT CASE WHEN NOT pg_try_advisory_xact_lock($1) THEN false
+            WHEN NOT pg_try_advisory_xact_lock($2) THEN false
+            ELSE set_config('idem.owner', $3, true) IS NOT NULL END`,
+
+		// $1 key lock, $2 claim mark, $3 owner token, $4 lock_timeout in
+		// milliseconds. tryLock for a claim that may wait: the WHERE saves the
+		// session's lock_timeout in a transaction-local setting and sets the
+		// claim's; the select list then waits for the key lock and the claim
+		// mark, for lock_timeout at most (then SQLSTATE 55P03), keeps the owner
+		// token and puts back the session's lock_timeout, so the handler's
+		// statements run with the lock_timeout they would have had without idem.
+		// The order is that of evaluation: the WHERE before the select list, the
+		// arguments of || left to right, each before the call they are passed to.
+		waitLock: `SELECT set_config('lock_timeout',
+                  current_setting('idem.saved_lock_timeout')
+                  || left(pg_advisory_xact_lock($1)::text, 0)
+                  || left(pg_advisory_xact_lock($2)::text, 0)
+                  || left(set_config('idem.owner', $3, true), 0),
+                  true) IS NOT NULL
+ WHERE set_config('lock_timeout',
+                  $4::text || left(set_config('idem.saved_lock_timeout', current_setting('lock_timeout'), true), 0),
+                  true) IS NOT NULL`,
+
+		// $1 scope, $2 key: the key's record, live or expired, if any. The
+		// second statement of a claim, pipelined after tryLock or waitLock: a
+		// statement of its own so that its snapshot is taken once the key's
+		// lock is held, and shows the record of any owner that held it before.
+		read: fmt.Sprintf(`SELECT expires_at > clock_timestamp(), fingerprint, owner_token, state, status, header_names, header_values, body
+FROM %[1]s WHERE scope = $1 AND key = $2`, t),
 
 		// $1 claim mark of the duplicate: true if no claim with this fingerprint is
 		// in progress. Run outside a transaction, the shared lock is released at once.
@@ -132,32 +131,48 @@ SELECT false, owner_token, fingerprint, state, status, header_names, header_valu
 		readLive: fmt.Sprintf(`SELECT fingerprint, owner_token, state, status, header_names, header_values, body
 FROM %[1]s WHERE scope = $1 AND key = $2 AND expires_at > clock_timestamp()`, t),
 
-		// $1 scope, $2 key, $3 owner token, $4 status, $5 header names, $6 header
-		// values, $7 body, $8 TTL in microseconds. Compare-and-set on the owner
-		// token. The record expires TTL after it is written, not after the claim, so
-		// a handler slower than the TTL still leaves a record to replay; to within
-		// the smaller of 1s and a tenth of the TTL, which keeps expires_at (an
-		// indexed column) unchanged for a quick handler, so that PostgreSQL can
-		// update the row in place (HOT) with no new index entries. It is
-		// pipelined with COMMIT, which PostgreSQL skips only if this statement
-		// fails, so a compare-and-set that matches no row must fail: the cast of a
-		// text that is not a number does, at run time (the subquery keeps the
-		// planner from evaluating it early), with a message that says why.
-		record: fmt.Sprintf(`WITH done AS (
-    UPDATE %[1]s
-       SET state = 'done', status = $4, header_names = $5, header_values = $6, body = $7,
-           expires_at = CASE
-               WHEN clock_timestamp() + $8::bigint * interval '1 microsecond' - expires_at
-                    > least(interval '1 second', $8::bigint / 10 * interval '1 microsecond')
-               THEN clock_timestamp() + $8::bigint * interval '1 microsecond'
-               ELSE expires_at END
-     WHERE scope = $1 AND key = $2 AND owner_token = $3 AND state = 'claimed'
-    RETURNING 1)
-SELECT CASE WHEN (SELECT count(*) FROM done) = 1 THEN 1
-            ELSE ('pgstore: claim lost, rows updated: ' || (SELECT count(*) FROM done))::int END`, t),
+		// $1 scope, $2 key, $3 fingerprint, $4 owner token, $5 status, $6 header
+		// names, $7 header values, $8 body, $9 TTL in microseconds. The record,
+		// written once the handler has answered, when the claim found no row
+		// for the key. It is pipelined with COMMIT, which PostgreSQL skips only
+		// if this statement fails, so it fails whenever it must not commit: a
+		// row of the key in the way (a unique violation), or a transaction that
+		// is not the claim's (the owner token kept by tryLock is gone when the
+		// handler rolled back, even if it began another transaction): the cast
+		// of a text that is not a number fails, at run time (current_setting
+		// is not folded by the planner), with a message that says why. The
+		// record expires TTL after it is written; created_at is the
+		// transaction's start, the claim.
+		insert: fmt.Sprintf(`INSERT INTO %[1]s (scope, key, fingerprint, owner_token, state, status,
+                  header_names, header_values, body, created_at, expires_at)
+VALUES ($1, $2, $3,
+        CASE WHEN current_setting('idem.owner', true) = $4 THEN $4
+             ELSE ('pgstore: not the claim''s transaction, owner ' || coalesce(current_setting('idem.owner', true), 'none'))::int::text END,
+        'done', $5, $6, $7, $8, now(), clock_timestamp() + $9::bigint * interval '1 microsecond')`, t),
 
-		// $1 batch size. SKIP LOCKED leaves alone an expired row that a claim is
-		// taking over right now.
+		// The same, when the claim found an expired record: it overwrites it
+		// if it is still expired, inserts if the reaper has deleted it in the
+		// meantime, and fails otherwise (a live record in the way).
+		takeOver: fmt.Sprintf(`WITH written AS (
+    INSERT INTO %[1]s AS k (scope, key, fingerprint, owner_token, state, status,
+                            header_names, header_values, body, created_at, expires_at)
+    VALUES ($1, $2, $3,
+            CASE WHEN current_setting('idem.owner', true) = $4 THEN $4
+                 ELSE ('pgstore: not the claim''s transaction, owner ' || coalesce(current_setting('idem.owner', true), 'none'))::int::text END,
+            'done', $5, $6, $7, $8, now(), clock_timestamp() + $9::bigint * interval '1 microsecond')
+    ON CONFLICT (scope, key) DO UPDATE
+       SET fingerprint = EXCLUDED.fingerprint, owner_token = EXCLUDED.owner_token, state = EXCLUDED.state,
+           status = EXCLUDED.status, header_names = EXCLUDED.header_names, header_values = EXCLUDED.header_values,
+           body = EXCLUDED.body, created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
+     WHERE k.expires_at <= clock_timestamp()
+    RETURNING 1)
+SELECT CASE count(*) WHEN 1 THEN 1
+       ELSE ('pgstore: a live record is in the way, rows written: ' || count(*))::int END
+  FROM written`, t),
+
+		// $1 batch size. SKIP LOCKED leaves alone an expired row that a record
+		// is being written over right now (takeOver). A row that a claim will
+		// take over later may be deleted first: takeOver then inserts.
 		deleteExpired: fmt.Sprintf(`DELETE FROM %[1]s
  WHERE ctid = ANY (ARRAY(SELECT ctid FROM %[1]s WHERE expires_at <= clock_timestamp()
                          LIMIT $1 FOR UPDATE SKIP LOCKED))`, t),

@@ -25,16 +25,10 @@ const InProgressRetryAfter = time.Second
 const sqlstateLockNotAvailable = "55P03"
 
 var (
-	// errLostClaim: the claim's own row was not found after the claim. The row
-	// lock makes this impossible unless the transaction was tampered with.
-	errLostClaim = errors.New("pgstore: claim lost before the response was recorded")
 	// errBadRecord: a stored row this package cannot read (edited by hand).
 	errBadRecord = errors.New("pgstore: malformed record")
 	// errBadRequest: a Request Do cannot honour.
 	errBadRequest = errors.New("pgstore: invalid request")
-	// errNoClaimNoRecord: maxClaims claims in a row met a row their snapshot did
-	// not show; only a stream of commits on one key can do that.
-	errNoClaimNoRecord = errors.New("pgstore: neither claimed nor found a record")
 )
 
 // ErrPoolExhausted is wrapped by Do's error when no pooled connection became free
@@ -83,15 +77,18 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 func (s *Store) Table() string { return s.cfg.table }
 
 // Do implements server.Store. It begins a transaction on a pooled connection and
-// claims (req.Scope, req.Key) with one INSERT ... ON CONFLICT. If it holds the
-// claim it calls run with a context carrying the transaction (see Tx), then either
-// records the response and commits (keep) or rolls back (not keep, or a panic),
-// which also undoes the handler's business writes. A duplicate of a request still
-// in progress waits on the row lock up to req.Wait (at most the lock timeout) and
-// then replays the response, runs if the first rolled back, or reports
+// claims (req.Scope, req.Key): a transaction-scoped advisory lock on the key,
+// taken if it is free, and a read of the key's record, both in the round trip
+// of BEGIN; a live record is replayed (or is a mismatch) whoever holds the
+// lock. If it holds the claim and no live record exists, it calls run with a
+// context carrying the transaction (see Tx), then either inserts the record
+// and commits (keep) or rolls back (not keep, or a panic), which also undoes
+// the handler's business writes. A duplicate of a request still in progress
+// waits for the key lock up to req.Wait (at most the lock timeout) and then
+// replays the response, runs if the first rolled back, or reports
 // OutcomeInProgress. The record expires req.TTL after it is written.
 //
-// req.LockTTL does not bound the claim: the claim is the row lock of an open
+// req.LockTTL does not bound the claim: the claim is a lock of an open
 // transaction, which lives exactly as long as the owner's handler (or its
 // connection). It only serves the RetryAfter estimate of OutcomeInProgress.
 func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) (server.Result, error) {
@@ -134,55 +131,60 @@ func (s *Store) do(ctx context.Context, req server.Request, owner string, run se
 	// closes it otherwise, which makes PostgreSQL roll the transaction back.
 	defer conn.Release()
 	for attempt := 0; ; attempt++ {
-		tx, row, claim, err := s.claim(ctx, conn.Conn(), req, owner)
+		// The first claim does not wait for the key; if another request holds
+		// it, the next claim waits for it, up to req.Wait.
+		wait := attempt > 0 && req.Wait > 0
+		tx, row, claim, err := s.claim(ctx, conn.Conn(), req, owner, wait)
 		if err != nil {
 			s.rollback(ctx, tx) // no-op (ErrTxClosed) if BEGIN itself failed
 			var pgErr *pgconn.PgError
 			if !errors.As(err, &pgErr) || pgErr.Code != sqlstateLockNotAvailable {
 				return server.Result{}, false, fmt.Errorf("pgstore: claim: %w", err)
 			}
-			res, free, err := s.inProgress(ctx, conn.Conn(), req)
-			if free && attempt < maxClaims-1 {
-				// No claim of this fingerprint, no record: the lock that timed
-				// out was not the row of an owner (a wait to extend the table
-				// under load), or the owner has just rolled back. Claim again.
-				continue
+			// The wait ended without the key: still busy.
+		} else {
+			switch claim {
+			case claimFree, claimExpired:
+				if !*slot && !s.slots.try() {
+					s.rollback(ctx, tx)
+					return server.Result{}, true, nil
+				}
+				*slot = true
+				res, err := s.execute(ctx, conn.Conn(), tx, req, owner, claim == claimExpired, run)
+				return res, false, err
+			case claimStopped:
+				s.rollback(ctx, tx) // read only; ends the transaction
+				res, err := row.result(req.Fingerprint)
+				return res, false, err
 			}
-			return res, false, err
-		}
-		switch claim {
-		case claimHeld:
-			if !*slot && !s.slots.try() {
-				s.rollback(ctx, tx)
-				return server.Result{}, true, nil
+			s.rollback(ctx, tx) // claimBusy
+			if attempt == 0 && req.Wait > 0 {
+				continue // and wait for the key
 			}
-			*slot = true
-			res, err := s.execute(ctx, conn.Conn(), tx, req, owner, run)
-			return res, false, err
-		case claimStopped:
-			s.rollback(ctx, tx) // read only; ends the transaction
-			res, err := row.result(req.Fingerprint)
-			return res, false, err
 		}
-		s.rollback(ctx, tx)
-		if attempt == maxClaims-1 {
-			return server.Result{}, false, fmt.Errorf("pgstore: claim: %w", errNoClaimNoRecord)
+		res, free, err := s.inProgress(ctx, conn.Conn(), req)
+		if free && attempt < maxClaims-1 {
+			// No claim of this fingerprint, no record: the key's holder has
+			// another fingerprint, or has just rolled back. Claim again.
+			continue
 		}
+		return res, false, err
 	}
 }
 
-// maxClaims bounds the claims of one Do: a claim that finds neither the key
-// free nor a record is repeated with a new snapshot (see claim's SQL); it takes
-// a concurrent commit to get there, so two are nearly always enough.
+// maxClaims bounds the claims of one Do: after a first claim that finds the key
+// busy, the claims that wait for it (req.Wait), repeated while the probe finds
+// no claim of req's fingerprint and no record (see inProgress).
 const maxClaims = 3
 
 // What a claim found.
 type claimResult int
 
 const (
-	claimNone    claimResult = iota // neither: claim again
-	claimHeld                       // this transaction holds the claim
+	claimFree    claimResult = iota // this transaction holds the key, which has no record
+	claimExpired                    // this transaction holds the key, whose record has expired
 	claimStopped                    // a live record stops the claim
+	claimBusy                       // another transaction holds the key, and no live record is visible
 )
 
 // acquire takes a connection from the pool, waiting at most the acquire timeout.
@@ -199,61 +201,69 @@ func (s *Store) acquire(ctx context.Context) (*pgxpool.Conn, error) {
 	return conn, nil
 }
 
-// minLockWait is the shortest lock_timeout of a claim, what a Wait of zero gets
-// (lock_timeout 0 would mean no limit). lock_timeout bounds every lock the
-// claim waits for, not only an owner's row: under load, inserting can wait
-// for the lock that extends the table; 20ms makes a time-out on it rare, and
-// Do claims again after one (see inProgress).
-const minLockWait = 20 * time.Millisecond
-
-// lockWait is the claim's lock_timeout in milliseconds: req.Wait, at most the
-// lock timeout, at least minLockWait.
+// lockWait is the lock_timeout, in milliseconds, of a claim that waits for the
+// key: req.Wait, at most the lock timeout, at least a millisecond (lock_timeout
+// 0 would mean no limit).
 func (s *Store) lockWait(req server.Request) string {
-	d := max(min(req.Wait, s.cfg.lockTimeout), minLockWait)
-	return strconv.FormatInt(d.Milliseconds(), 10)
+	d := max(min(req.Wait, s.cfg.lockTimeout), time.Millisecond)
+	return strconv.FormatInt(int64((d+time.Millisecond-1)/time.Millisecond), 10)
 }
 
 // claim begins a transaction on conn and claims (req.Scope, req.Key) or reads
-// the record that stops the claim, in one round trip: BEGIN is the first
-// statement of the pipeline (pgx's Batch.BeginTx), the claim the second. The
+// the record that stops the claim, in one round trip: BEGIN (pgx's
+// Batch.BeginTx), tryLock (waitLock if wait) and read, pipelined. The
 // transaction comes back whatever the error, for the caller to roll back; it is
 // closed already if BEGIN failed.
-func (s *Store) claim(ctx context.Context, conn *pgx.Conn, req server.Request, owner string) (pgx.Tx, record, claimResult, error) {
+func (s *Store) claim(ctx context.Context, conn *pgx.Conn, req server.Request, owner string, wait bool) (pgx.Tx, record, claimResult, error) {
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
-	b.Queue(s.sql.claim, req.Scope, req.Key, req.Fingerprint, owner, req.TTL.Microseconds(), s.claimMark(req), s.lockWait(req))
+	if wait {
+		b.Queue(s.sql.waitLock, s.keyLock(req), s.claimMark(req), owner, s.lockWait(req))
+	} else {
+		b.Queue(s.sql.tryLock, s.keyLock(req), s.claimMark(req), owner)
+	}
+	b.Queue(s.sql.read, req.Scope, req.Key)
 	br := conn.SendBatch(ctx, b)
 	tx := br.Tx()
-	r, found, err := claimResults(br, owner)
+	r, c, err := claimResults(br)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	return tx, r, found, err
+	return tx, r, c, err
 }
 
 // claimResults reads the results of claim's pipeline, BEGIN's first.
-func claimResults(br pgx.BatchResults, owner string) (record, claimResult, error) {
+func claimResults(br pgx.BatchResults) (record, claimResult, error) {
 	if _, err := br.Exec(); err != nil {
-		return record{}, claimNone, fmt.Errorf("begin: %w", err)
+		return record{}, claimBusy, fmt.Errorf("begin: %w", err)
+	}
+	var locked bool
+	if err := br.QueryRow().Scan(&locked); err != nil {
+		return record{}, claimBusy, err
 	}
 	var r record
-	var held bool
-	err := br.QueryRow().Scan(&held, &r.owner, &r.fingerprint, &r.state, &r.status, &r.headerNames, &r.headerValues, &r.body)
+	var live bool
+	err := br.QueryRow().Scan(&live, &r.fingerprint, &r.owner, &r.state, &r.status, &r.headerNames, &r.headerValues, &r.body)
+	expired := err == nil && !live
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return record{}, claimNone, nil
 	case err != nil:
-		return record{}, claimNone, err
-	case held && r.owner != owner:
-		return record{}, claimNone, errLostClaim
-	case held:
-		return record{}, claimHeld, nil
+		return record{}, claimBusy, err
+	case live:
+		return r, claimStopped, nil
 	}
-	return r, claimStopped, nil
+	switch {
+	case !locked:
+		return record{}, claimBusy, nil
+	case expired:
+		return record{}, claimExpired, nil
+	}
+	return record{}, claimFree, nil
 }
 
-// execute calls run inside the claim's transaction and ends the transaction.
-func (s *Store) execute(ctx context.Context, conn *pgx.Conn, tx pgx.Tx, req server.Request, owner string, run server.RunFunc) (server.Result, error) {
+// execute calls run inside the claim's transaction and ends the transaction;
+// takeover says that the key's expired record is to be overwritten.
+func (s *Store) execute(ctx context.Context, conn *pgx.Conn, tx pgx.Tx, req server.Request, owner string, takeover bool, run server.RunFunc) (server.Result, error) {
 	finished := false
 	defer func() {
 		if !finished { // run panicked: undo the claim and the business writes
@@ -268,28 +278,32 @@ func (s *Store) execute(ctx context.Context, conn *pgx.Conn, tx pgx.Tx, req serv
 		s.rollback(ctx, tx)
 		return res, nil
 	}
-	if err := s.recordAndCommit(ctx, conn, req, owner, resp); err != nil {
+	if err := s.recordAndCommit(ctx, conn, req, owner, takeover, resp); err != nil {
 		s.rollback(ctx, tx) // no-op if the server already rolled back
 		return res, fmt.Errorf("pgstore: %w: %w", server.ErrNotRecorded, err)
 	}
 	return res, nil
 }
 
-// recordAndCommit writes resp into the claimed row and commits, in one round
-// trip: the UPDATE and the COMMIT are pipelined, and PostgreSQL skips the COMMIT
-// if the UPDATE fails. It runs on a context detached from the request. After it
-// succeeds the transaction has ended and tx must not be used.
-func (s *Store) recordAndCommit(ctx context.Context, conn *pgx.Conn, req server.Request, owner string, resp *server.Response) error {
+// recordAndCommit writes the record of resp and commits, in one round trip: the
+// INSERT (takeOver over an expired record) and the COMMIT are pipelined, and
+// PostgreSQL skips the COMMIT if the INSERT fails. It runs on a context
+// detached from the request. After it succeeds the transaction has ended and tx
+// must not be used.
+func (s *Store) recordAndCommit(ctx context.Context, conn *pgx.Conn, req server.Request, owner string, takeover bool, resp *server.Response) error {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.finishTimeout)
 	defer cancel()
 	names, values := encodeHeader(resp.Header)
 	b := &pgx.Batch{}
-	b.Queue(s.sql.record, req.Scope, req.Key, owner, resp.Status, names, values, resp.Body, req.TTL.Microseconds())
+	write := s.sql.insert
+	if takeover {
+		write = s.sql.takeOver
+	}
+	b.Queue(write, req.Scope, req.Key, req.Fingerprint, owner, resp.Status, names, values, resp.Body, req.TTL.Microseconds())
 	b.Queue("COMMIT")
 	br := conn.SendBatch(fctx, b)
 	defer br.Close()
-	var one int
-	if err := br.QueryRow().Scan(&one); err != nil {
+	if _, err := br.Exec(); err != nil {
 		return fmt.Errorf("record: %w", err)
 	}
 	tag, err := br.Exec()

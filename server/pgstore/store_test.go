@@ -228,12 +228,26 @@ func TestDoRecordFailureIsNotRecorded(t *testing.T) {
 			_, err := tx.Exec(ctx, "INSERT INTO d VALUES (1), (1)")
 			return err
 		}},
-		{"compare-and-set on the owner token fails: COMMIT must not run", func(ctx context.Context, e env) error {
+		{"a row of the key in the way: the record fails, COMMIT must not run", func(ctx context.Context, e env) error {
 			if err := e.ledger.insert(ctx, paymentFor(ctx)); err != nil {
 				return err
 			}
-			_, err := pgstore.Tx(ctx).Exec(ctx, "UPDATE "+e.table+" SET owner_token = 'someone-else'")
+			_, err := pgstore.Tx(ctx).Exec(ctx, "INSERT INTO "+e.table+
+				" (scope, key, fingerprint, owner_token, state, status, expires_at) VALUES ('tenant-a', 'k', 'fp', 'someone-else', 'done', 201, now() + interval '1 hour')")
 			return err
+		}},
+		{"handler rolled back and began again: not the claim's transaction, the record is refused", func(ctx context.Context, e env) error {
+			if err := e.ledger.insert(ctx, paymentFor(ctx)); err != nil {
+				return err
+			}
+			tx := pgstore.Tx(ctx)
+			if _, err := tx.Exec(ctx, "ROLLBACK"); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, "BEGIN"); err != nil {
+				return err
+			}
+			return e.ledger.insert(ctx, paymentFor(ctx))
 		}},
 		{"handler rolled the transaction back", func(ctx context.Context, e env) error {
 			if err := e.ledger.insert(ctx, paymentFor(ctx)); err != nil {
@@ -265,6 +279,33 @@ func TestDoRecordFailureIsNotRecorded(t *testing.T) {
 				t.Fatalf("retry = %v, %v, %d payments; want executed, 1", res.Outcome, err, e.count(t))
 			}
 		})
+	}
+}
+
+// TestDoTakeoverNeverOverwritesALiveRecord: a record written over an expired one
+// requires it to be expired still; a live record in the way (here the handler
+// revives it through its transaction) fails the record, and COMMIT does not run.
+func TestDoTakeoverNeverOverwritesALiveRecord(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	calls := 0
+	if res, err := e.store.Do(ctx, req("k", "fp"), payRun(t, e, &calls, true)); err != nil || res.Outcome != server.OutcomeExecuted {
+		t.Fatalf("first = %v, %v", res.Outcome, err)
+	}
+	pgtest.Advance(t, e.pool, e.table, 2*time.Hour)
+	pay := payRun(t, e, &calls, true)
+	res, err := e.store.Do(ctx, req("k", "fp2"), func(ctx context.Context) (*server.Response, bool) {
+		if _, err := pgstore.Tx(ctx).Exec(ctx, "UPDATE "+e.table+" SET expires_at = now() + interval '1 hour'"); err != nil {
+			t.Errorf("reviving the expired record: %v", err)
+		}
+		return pay(ctx)
+	})
+	if !errors.Is(err, server.ErrNotRecorded) || e.count(t) != 1 {
+		t.Fatalf("takeover over a live record = %+v, %v, %d payments; want ErrNotRecorded and the first payment only", res, err, e.count(t))
+	}
+	if res, err := e.store.Do(ctx, req("k", "fp2"), payRun(t, e, &calls, true)); err != nil || res.Outcome != server.OutcomeExecuted || e.count(t) != 2 {
+		t.Fatalf("retry = %v, %v, %d payments; want executed, 2", res.Outcome, err, e.count(t))
 	}
 }
 
