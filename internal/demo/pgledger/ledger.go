@@ -89,6 +89,15 @@ func (l *Ledger) Migrate(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		// ALTER TABLE takes the table's ACCESS EXCLUSIVE lock even when the
+		// column exists, and waits for every transaction writing to it: an
+		// instance starting beside slow handlers would block all reads of the
+		// table behind that wait. Only a table without the column is altered.
+		var has bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
+ WHERE attrelid = to_regclass($1) AND attname = 'owner' AND NOT attisdropped)`, l.name).Scan(&has); err != nil || has {
+			return err
+		}
 		_, err = tx.Exec(ctx, `ALTER TABLE `+l.name+` ADD COLUMN IF NOT EXISTS owner text NOT NULL DEFAULT ''`)
 		return err
 	})
