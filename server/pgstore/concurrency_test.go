@@ -143,9 +143,7 @@ func duplicateBeyondTheWaitIsInProgress(t *testing.T, tp pgtest.Topology) {
 	// its claims are independent of e's.
 	other := newEnvVia(t, tp)
 	calls := 0
-	if res, err := other.store.Do(context.Background(), req("k", "fp"), payRun(t, other, &calls, true)); err != nil || res.Outcome != server.OutcomeExecuted {
-		t.Fatalf("same key on another table = %v, %v; want executed", res.Outcome, err)
-	}
+	other.execute(t, "k", "fp", &calls)
 	for _, tt := range []struct {
 		fp   string
 		wait time.Duration
@@ -282,9 +280,7 @@ func TestReplayDoesNotWaitForTheKey(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	calls := 0
-	if res, err := e.store.Do(ctx, req("k", "fp"), payRun(t, e, &calls, true)); err != nil || res.Outcome != server.OutcomeExecuted {
-		t.Fatalf("first = %v, %v", res.Outcome, err)
-	}
+	e.execute(t, "k", "fp", &calls)
 	tx, err := e.pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -174,9 +174,7 @@ func TestPoolExhaustedFailsFast(t *testing.T) {
 		e := newEnvOn(t, pool, pgtest.Table(t, pool, "idem_test"), pgtest.Table(t, pool, "pay_test"),
 			pgstore.WithAcquireTimeout(100*time.Millisecond), pgstore.WithReservedConns(0))
 		calls := 0
-		if res, err := e.store.Do(context.Background(), req("done", "fp"), payRun(t, e, &calls, true)); err != nil || res.Outcome != server.OutcomeExecuted {
-			t.Fatalf("first of done = %v, %v", res.Outcome, err)
-		}
+		e.execute(t, "done", "fp", &calls)
 		finishA, doneA := hold(t, e, req("a", "fp"))
 		finishB, doneB := hold(t, e, req("b", "fp"))
 
@@ -249,9 +247,7 @@ func TestReplaysDoNotWaitBehindSlowHandlers(t *testing.T) {
 		e := newEnvOn(t, pool, pgtest.Table(t, pool, "idem_test"), pgtest.Table(t, pool, "pay_test"),
 			pgstore.WithAcquireTimeout(100*time.Millisecond))
 		calls := 0
-		if res, err := e.store.Do(context.Background(), req("done", "fp"), payRun(t, e, &calls, true)); err != nil || res.Outcome != server.OutcomeExecuted {
-			t.Fatalf("first of done = %v, %v", res.Outcome, err)
-		}
+		e.execute(t, "done", "fp", &calls)
 		finishA, doneA := hold(t, e, req("a", "fp"))
 		finishB, doneB := hold(t, e, req("b", "fp"))
 
@@ -277,9 +273,7 @@ func TestReplaysDoNotWaitBehindSlowHandlers(t *testing.T) {
 
 		finishA("keep")
 		<-doneA
-		if res, err := e.store.Do(context.Background(), req("c", "fp"), payRun(t, e, &calls, true)); err != nil || res.Outcome != server.OutcomeExecuted {
-			t.Fatalf("c once a slot is free = %v, %v", res.Outcome, err)
-		}
+		e.execute(t, "c", "fp", &calls)
 		finishB("keep")
 		<-doneB
 		if n := e.count(t); n != 4 {

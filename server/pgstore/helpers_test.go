@@ -73,6 +73,15 @@ func req(key, fingerprint string) server.Request {
 	return server.Request{Scope: "tenant-a", Key: key, Fingerprint: fingerprint, TTL: time.Hour, LockTTL: 30 * time.Second}
 }
 
+// execute runs a request of key with fingerprint fp through payRun, and
+// fails the test unless it executes (the first request of a key).
+func (e env) execute(t testing.TB, key, fp string, calls *int) {
+	t.Helper()
+	if res, err := e.store.Do(context.Background(), req(key, fp), payRun(t, e, calls, true)); err != nil || res.Outcome != server.OutcomeExecuted {
+		t.Fatalf("Do(%q, %q) = %v, %v; want executed", key, fp, res.Outcome, err)
+	}
+}
+
 // payRun is a handler that writes one payment through the store's transaction
 // and answers 201 with keep; it counts its calls in *calls.
 func payRun(t testing.TB, e env, calls *int, keep bool) server.RunFunc {

@@ -61,9 +61,7 @@ func TestDoOutcomes(t *testing.T) {
 			e := newEnv(t)
 			ctx := context.Background()
 			calls := 0
-			if res, err := e.store.Do(ctx, req("k", "fp"), payRun(t, e, &calls, true)); err != nil || res.Outcome != server.OutcomeExecuted {
-				t.Fatalf("first Do = %v, %v", res.Outcome, err)
-			}
+			e.execute(t, "k", "fp", &calls)
 			if tt.advance > 0 {
 				pgtest.Advance(t, e.pool, e.table, tt.advance)
 			}
@@ -290,9 +288,7 @@ func TestDoTakeoverNeverOverwritesALiveRecord(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	calls := 0
-	if res, err := e.store.Do(ctx, req("k", "fp"), payRun(t, e, &calls, true)); err != nil || res.Outcome != server.OutcomeExecuted {
-		t.Fatalf("first = %v, %v", res.Outcome, err)
-	}
+	e.execute(t, "k", "fp", &calls)
 	pgtest.Advance(t, e.pool, e.table, 2*time.Hour)
 	pay := payRun(t, e, &calls, true)
 	res, err := e.store.Do(ctx, req("k", "fp2"), func(ctx context.Context) (*server.Response, bool) {
