@@ -216,10 +216,8 @@ func TestResponseCutMidBody(t *testing.T) {
 	if again.status != http.StatusCreated || !again.replayed || again.bodyErr != nil || json.Unmarshal(again.body, &p) != nil {
 		t.Fatalf("again = %d, replayed %t, body %q (%v); want the whole 201, replayed", again.status, again.replayed, again.body, again.bodyErr)
 	}
-	ledger := srv.Ledger().Count(customer)
-	payments, _ := srv.Ledger().List(context.Background(), customer)
-	if ledger != 1 || payments[0].ID != p.ID {
-		t.Errorf("ledger: %d payments %+v; want one, %s", ledger, payments, p.ID)
+	if ids := srv.PaymentIDs(customer); len(ids) != 1 || ids[0] != p.ID {
+		t.Errorf("ledger: payments %v; want one, %s", ids, p.ID)
 	}
 	if evs := rec.all(); len(evs) != 0 {
 		t.Errorf("the client retried %d times, want 0: each operation took one attempt", len(evs))

@@ -1,6 +1,7 @@
 package idemtest
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 
@@ -54,9 +55,16 @@ func (s *Server) Close() { s.hs.Close() }
 // customer is empty): the count that proves exactly-once.
 func (s *Server) Payments(customer string) int { return s.ledger.Count(customer) }
 
-// Ledger returns the server's ledger (the demo's in-memory one), to list the
-// payments themselves.
-func (s *Server) Ledger() *payments.MemLedger { return s.ledger }
+// PaymentIDs returns the IDs of customer's payments (every customer's when
+// customer is empty), oldest first: the IDs a replay must repeat.
+func (s *Server) PaymentIDs(customer string) []string {
+	ps, _ := s.ledger.List(context.Background(), customer) // the memory ledger never fails
+	ids := make([]string, len(ps))
+	for i, p := range ps {
+		ids[i] = p.ID
+	}
+	return ids
+}
 
 // Store returns the idempotency store the server uses.
 func (s *Server) Store() server.Store { return s.store }

@@ -137,7 +137,14 @@ func TestRoutes(t *testing.T) {
 		t.Errorf("healthz = %d %q", r.status, r.body)
 	}
 	if srv.Payments("") != 4 || srv.Store() == nil {
-		t.Error("Ledger or Store accessor")
+		t.Error("Payments or Store accessor")
+	}
+	var ids []string
+	for _, p := range list.Payments {
+		ids = append(ids, p.ID)
+	}
+	if got := srv.PaymentIDs("cus_b"); len(got) != 2 || len(ids) != 2 || got[0] != ids[0] || got[1] != ids[1] {
+		t.Errorf("PaymentIDs(cus_b) = %v, want the IDs GET /payments lists, %v", got, ids)
 	}
 }
 
