@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"time"
 
 	"github.com/idemkit/idem/server"
@@ -34,4 +37,35 @@ func ExampleWithMaxEntries() {
 	// true
 	// replayed done
 	// {Entries:1 Bytes:267 Evictions:0 FullRefusals:1}
+}
+
+// The memory store behind the middleware: the handler runs once per key, and a
+// retry with the same key gets the recorded answer.
+func ExampleNew() {
+	runs := 0
+	create := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs++
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, "payment %d\n", runs)
+	})
+	srv := httptest.NewServer(server.Middleware(memstore.New())(create))
+	defer srv.Close()
+
+	for range 2 {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(`{"amount":1000}`))
+		req.Header.Set(server.HeaderKey, "order-7")
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		fmt.Printf("%d %q replayed=%s\n", resp.StatusCode, body, resp.Header.Get(server.HeaderReplayed))
+	}
+	fmt.Println("runs:", runs)
+	// Output:
+	// 201 "payment 1\n" replayed=
+	// 201 "payment 1\n" replayed=true
+	// runs: 1
 }
