@@ -6,15 +6,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/idemkit/idem/server"
 )
 
-// logRequests logs one line per request: method, path, status, key (at most
-// maxLoggedKey bytes), replayed, duration_ms, dropped when the connection was cut
+// logRequests logs one line per request: method, path, status, key (as
+// server.LogKey cuts it), replayed, duration_ms, dropped when the connection was cut
 // instead of answered, and store_error, at level WARN, when the idempotency
 // store failed (the cause of its 503 or outcome-unknown answer).
 func logRequests(logger *slog.Logger, next http.Handler) http.Handler {
@@ -29,7 +28,7 @@ func logRequests(logger *slog.Logger, next http.Handler) http.Handler {
 				slog.String("method", r.Method),
 				slog.String("path", r.URL.Path),
 				slog.Int("status", sw.status),
-				slog.String("key", truncateKey(r.Header.Get(server.HeaderKey))),
+				slog.String("key", server.LogKey(r.Header.Get(server.HeaderKey))),
 				slog.Bool("replayed", w.Header().Get(server.HeaderReplayed) == "true"),
 				slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
 			}
@@ -44,16 +43,6 @@ func logRequests(logger *slog.Logger, next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(sw, r)
 	})
-}
-
-// maxLoggedKey bounds the Idempotency-Key in a log line: a client chooses it.
-const maxLoggedKey = 64
-
-func truncateKey(k string) string {
-	if len(k) <= maxLoggedKey {
-		return k
-	}
-	return k[:maxLoggedKey] + "...(" + strconv.Itoa(len(k)) + " bytes)"
 }
 
 // storeErrorKey is the context key of a request's *storeErrorNote.

@@ -132,6 +132,11 @@ func TestRunServes(t *testing.T) {
 	if resp, _ := doRequest(t, http.MethodPost, url+"/payments", "run-2", body, http.Header{"Chaos-Fail": {"503"}, "Chaos-Retry-After": {"4"}}); resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "4" {
 		t.Errorf("Chaos-Fail = %d %v", resp.StatusCode, resp.Header)
 	}
+	// A key the client chose to be huge and not ASCII is logged as server.LogKey cuts it.
+	bad := "é" + strings.Repeat("k", 298)
+	if resp, _ := doRequest(t, http.MethodPost, url+"/payments", bad, body, nil); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("a 300-byte key = %d, want 400", resp.StatusCode)
+	}
 	if err := stop(); err != nil {
 		t.Fatalf("run after cancel: %v", err)
 	}
@@ -143,6 +148,7 @@ func TestRunServes(t *testing.T) {
 		{Method: "GET", Path: "/payments", Status: 200},
 		{Method: "GET", Path: "/healthz", Status: 200},
 		{Method: "POST", Path: "/payments", Status: 503, Key: "run-2"},
+		{Method: "POST", Path: "/payments", Status: 400, Key: "??" + strings.Repeat("k", 62) + "...(300 bytes)"},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("request log lines:\n%+v\nwant %d", got, len(want))
