@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"net/http"
 	"sync/atomic"
 )
 
@@ -42,7 +41,17 @@ func DeclareEffect(ctx context.Context) bool {
 	return true
 }
 
-// withEffect returns r with a context that carries f.
-func withEffect(r *http.Request, f *effectFlag) *http.Request {
-	return r.WithContext(context.WithValue(r.Context(), effectKey{}, f))
+// effectContext is a request's context that also carries its effect flag.
+// It lives inside the request's exchange, so carrying the flag costs no
+// allocation of its own.
+type effectContext struct {
+	context.Context
+	flag *effectFlag
+}
+
+func (c *effectContext) Value(key any) any {
+	if key == (effectKey{}) {
+		return c.flag
+	}
+	return c.Context.Value(key)
 }

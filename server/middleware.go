@@ -70,10 +70,10 @@ type exchange struct {
 	body bodyReader
 	ev   OutcomeEvent
 	// handler runs the protected handler and reports whether it answered
-	// (see Guard.Serve); hr is the request it gets, whose context carries
-	// effect, the DeclareEffect flag.
+	// (see Guard.Serve); ctx, given to the store, is the request's context
+	// with effect, the DeclareEffect flag.
 	handler func(w http.ResponseWriter, r *http.Request) bool
-	hr      *http.Request
+	ctx     effectContext
 	effect  effectFlag
 
 	start    time.Time // when the store was asked
@@ -129,10 +129,10 @@ func (ex *exchange) serve() {
 	r.Body = &ex.body
 	r.ContentLength = int64(len(body))
 	ex.cw = captureWriter{rw: ex.w, max: cfg.maxResponseBytes}
-	ex.hr = withEffect(r, &ex.effect)
+	ex.ctx = effectContext{Context: r.Context(), flag: &ex.effect}
 
 	ex.start = cfg.now()
-	res, err := ex.p.store.Do(ex.hr.Context(), req, ex.run)
+	res, err := ex.p.store.Do(&ex.ctx, req, ex.run)
 	ex.finish(res, err)
 }
 
@@ -168,10 +168,7 @@ func (ex *exchange) run(ctx context.Context) (resp *Response, keep bool) {
 		panic("idem/server: the Store called RunFunc twice")
 	}
 	ex.ran = true
-	r := ex.hr
-	if ctx != r.Context() {
-		r = r.WithContext(ctx)
-	}
+	r := ex.r.WithContext(ctx) // ctx carries the effect flag
 	defer func() {
 		if v := recover(); v != nil {
 			ex.panicked, ex.ev.Panic = true, v

@@ -27,9 +27,10 @@ func Middleware(store server.Store, opts ...server.Option) gin.HandlerFunc {
 	g := server.NewGuard(store, opts...)
 	return func(c *gin.Context) {
 		outer, req := c.Writer, c.Request
-		answered := true
+		ran, answered := false, true
 		defer func() { c.Writer, c.Request = outer, req }()
 		g.Serve(outer, req, func(w http.ResponseWriter, r *http.Request) bool {
+			ran = true
 			gw := newWriter(w, outer)
 			c.Writer, c.Request = gw, r
 			c.Next()
@@ -43,7 +44,9 @@ func Middleware(store server.Store, opts ...server.Option) gin.HandlerFunc {
 		if answered {
 			outer.WriteHeaderNow()
 		}
-		c.Abort()
+		if !ran { // answered by the middleware: no handler after it may run
+			c.Abort()
+		}
 	}
 }
 
