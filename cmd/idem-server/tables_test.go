@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os/exec"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -226,6 +227,37 @@ func TestFlagsOfAnotherStore(t *testing.T) {
 	} {
 		if _, err := parseFlags(args, io.Discard); err != nil {
 			t.Errorf("parseFlags(%q) = %v, want it accepted", args, err)
+		}
+	}
+}
+
+// The binary: a flag of another store exits 2, a foreign table of the demo's
+// name exits 1 naming it, -version prints the module version and exits 0.
+func TestBinaryStartUpRefusals(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin, err := buildBinary()
+	if err != nil {
+		t.Fatalf("go build: %v", err)
+	}
+	url, _ := demoSchema(t)
+	if _, err := pgxExec(url, strings.ReplaceAll(userPayments, "payments", paymentsTable)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args   []string
+		status int
+		want   string
+	}{
+		{[]string{"-store", "redis", "-postgres-url", url}, 2, "-postgres-url belongs to -store postgres"},
+		{[]string{"-addr", "127.0.0.1:0", "-store", "postgres", "-postgres-url", url}, 1, "table " + paymentsTable + " exists with another shape"},
+		{[]string{"-version"}, 0, "idem-server "}, // (devel), or a version stamped from the VCS
+	} {
+		out, err := exec.Command(bin, tc.args...).CombinedOutput()
+		if code := exitStatus(err); code != tc.status || !strings.Contains(string(out), tc.want) {
+			t.Errorf("idem-server %q: exit %d, output %q; want %d and %q", tc.args, code, out, tc.status, tc.want)
 		}
 	}
 }
