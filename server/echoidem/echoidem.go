@@ -20,14 +20,19 @@ import (
 // inside the middleware by the Echo's HTTPErrorHandler (c.Error), so the
 // error's response is what is recorded, or released, by its status; the
 // middleware then returns nil, the error being answered. A returned error
-// whose handler writes nothing is answered 500.
+// whose handler writes nothing is answered 500. Requests of a method that is
+// not protected go through as without the middleware, their error returned.
 func Middleware(store server.Store, opts ...server.Option) echo.MiddlewareFunc {
 	g := server.NewGuard(store, opts...)
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
+		return func(c echo.Context) (passed error) {
 			outer, req := c.Response(), c.Request()
 			defer func() { c.SetResponse(outer); c.SetRequest(req) }()
 			g.Serve(outer, req, func(w http.ResponseWriter, r *http.Request) bool {
+				if w == http.ResponseWriter(outer) { // a method not protected: as without idem
+					passed = next(c)
+					return true
+				}
 				c.SetRequest(r)
 				c.SetResponse(echo.NewResponse(w, c.Echo()))
 				if err := next(c); err != nil {
@@ -38,7 +43,7 @@ func Middleware(store server.Store, opts ...server.Option) echo.MiddlewareFunc {
 				}
 				return true
 			})
-			return nil
+			return passed
 		}
 	}
 }

@@ -148,13 +148,29 @@ func TestUnprotectedMethodPassesThrough(t *testing.T) {
 		declared = echoidem.DeclareEffect(c)
 		return c.String(http.StatusOK, "ok")
 	}, echoidem.Middleware(memstore.New()))
-	srv := start()
-	resp, err := srv.Client().Get(srv.URL + "/x")
-	if err != nil {
-		t.Fatal(err)
+	var returned error
+	recordErr := func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error { returned = next(c); return returned }
 	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 || declared {
-		t.Errorf("GET: %d, DeclareEffect %v; want 200 and false", resp.StatusCode, declared)
+	e.GET("/fail", func(c echo.Context) error { return echo.ErrTeapot }, recordErr, echoidem.Middleware(memstore.New()))
+	srv := start()
+	for _, c := range []struct {
+		path   string
+		status int
+	}{{"/x", 200}, {"/fail", http.StatusTeapot}} {
+		resp, err := srv.Client().Get(srv.URL + c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.status {
+			t.Errorf("GET %s: %d, want %d", c.path, resp.StatusCode, c.status)
+		}
+	}
+	if declared {
+		t.Error("DeclareEffect on a GET = true")
+	}
+	if !errors.Is(returned, echo.ErrTeapot) {
+		t.Errorf("a GET's error came back as %v, want it returned as without the middleware", returned)
 	}
 }

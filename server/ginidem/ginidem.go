@@ -27,21 +27,29 @@ func Middleware(store server.Store, opts ...server.Option) gin.HandlerFunc {
 	g := server.NewGuard(store, opts...)
 	return func(c *gin.Context) {
 		outer, req := c.Writer, c.Request
-		ran, answered := false, true
+		// commit: the middleware answered (a replay, a refusal) or captured
+		// the chain's answer, which is final: its header is written now, as
+		// gin does when a chain ends, so no layer in front changes it.
+		ran, commit := false, true
 		defer func() { c.Writer, c.Request = outer, req }()
 		g.Serve(outer, req, func(w http.ResponseWriter, r *http.Request) bool {
 			ran = true
+			if w == http.ResponseWriter(outer) { // a method not protected: as without idem
+				commit = false
+				c.Next()
+				return true
+			}
 			gw := newWriter(w, outer)
 			c.Writer, c.Request = gw, r
 			c.Next()
 			if !gw.Written() && len(c.Errors) > 0 {
-				answered = false // an outer error handler answers
+				commit = false // an outer error handler answers
 				return false
 			}
 			gw.WriteHeaderNow() // what gin itself does when the chain ends
 			return true
 		})
-		if answered {
+		if commit {
 			outer.WriteHeaderNow()
 		}
 		if !ran { // answered by the middleware: no handler after it may run

@@ -127,21 +127,32 @@ func TestHijackIsRefused(t *testing.T) {
 	}
 }
 
-// Unprotected methods pass through untouched, and DeclareEffect says so.
+// Unprotected methods pass through untouched, an outer error middleware's
+// answer included, and DeclareEffect says so.
 func TestUnprotectedMethodPassesThrough(t *testing.T) {
 	declared := true
 	r := gin.New()
-	r.GET("/x", ginidem.Middleware(memstore.New()), func(c *gin.Context) {
+	r.Use(errorsAsJSON, ginidem.Middleware(memstore.New()))
+	r.GET("/x", func(c *gin.Context) {
 		declared = ginidem.DeclareEffect(c)
 		c.String(http.StatusOK, "ok")
 	})
+	r.GET("/fail", func(c *gin.Context) { _ = c.Error(errors.New("boom")) })
 	srv := serve(t, r)
-	resp, err := srv.Client().Get(srv.URL + "/x")
-	if err != nil {
-		t.Fatal(err)
+	for _, c := range []struct {
+		path   string
+		status int
+	}{{"/x", 200}, {"/fail", 500}} {
+		resp, err := srv.Client().Get(srv.URL + c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.status {
+			t.Errorf("GET %s: %d, want %d", c.path, resp.StatusCode, c.status)
+		}
 	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 || declared {
-		t.Errorf("GET: %d, DeclareEffect %v; want 200 and false", resp.StatusCode, declared)
+	if declared {
+		t.Error("DeclareEffect on a GET = true")
 	}
 }
