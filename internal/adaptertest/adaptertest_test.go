@@ -1,7 +1,6 @@
 package adaptertest
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -15,43 +14,9 @@ import (
 func TestRunPassesOnNetHTTP(t *testing.T) {
 	Run(t, func(t *testing.T, store server.Store, l *Ledger, opts ...server.Option) http.Handler {
 		mux := http.NewServeMux()
-		mux.Handle("POST /ops/{op}", recoverer(server.Middleware(store, opts...)(http.HandlerFunc(
-			func(w http.ResponseWriter, r *http.Request) {
-				op := r.PathValue("op")
-				l.Enter(op)
-				var in struct{ Amount int64 }
-				if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.Amount <= 0 {
-					http.Error(w, "amount must be positive", http.StatusUnprocessableEntity)
-					return
-				}
-				c, err := l.Charge(op, in.Amount)
-				if err != nil {
-					http.Error(w, err.Error(), http.StatusServiceUnavailable)
-					return
-				}
-				server.DeclareEffect(r.Context())
-				if err := l.After(op); err != nil {
-					http.Error(w, err.Error(), http.StatusInternalServerError)
-					return
-				}
-				w.Header().Set("Content-Type", "application/json")
-				w.Header().Set("Location", "/ops/"+op+"/"+c.ID)
-				w.WriteHeader(http.StatusCreated)
-				_ = json.NewEncoder(w).Encode(c)
-			}))))
+		mux.Handle("POST /ops/{op}", Recover(server.Middleware(store, opts...)(
+			Handler(l, func(r *http.Request) string { return r.PathValue("op") }))))
 		return mux
-	})
-}
-
-// recoverer answers a panic 500, as the frameworks' recovery middlewares do.
-func recoverer(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		defer func() {
-			if v := recover(); v != nil {
-				http.Error(w, "internal error", http.StatusInternalServerError)
-			}
-		}()
-		next.ServeHTTP(w, r)
 	})
 }
 
