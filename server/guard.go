@@ -44,7 +44,8 @@ func NewGuard(store Store, opts ...Option) *Guard {
 // implicit 200 included when it wrote nothing (as net/http sends then).
 //
 // Requests whose method is not protected go to run directly, with w and r as
-// given, and run's result is ignored.
+// given (so an adapter tells them apart by r being the very request it
+// passed: a protected request's r never is), and run's result is ignored.
 func (g *Guard) Serve(w http.ResponseWriter, r *http.Request, run func(w http.ResponseWriter, r *http.Request) (answered bool)) {
 	if g == nil || g.p == nil {
 		panic("idem/server: Guard used without NewGuard")

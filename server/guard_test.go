@@ -42,6 +42,13 @@ func TestGuardCallsRunOnlyToExecute(t *testing.T) {
 		w.WriteHeader(http.StatusCreated)
 		return true
 	}
+	first := request("POST", "/pay", `{"a":1}`, HeaderKey, "k0")
+	serveGuard(g, first, func(w http.ResponseWriter, r *http.Request) bool {
+		if r == first {
+			t.Error("a protected request's run got the very request given to Serve")
+		}
+		return true
+	})
 	for _, c := range []struct {
 		name, body string
 		hdr        []string

@@ -34,7 +34,7 @@ func Middleware(store server.Store, opts ...server.Option) gin.HandlerFunc {
 		defer func() { c.Writer, c.Request = outer, req }()
 		g.Serve(outer, req, func(w http.ResponseWriter, r *http.Request) bool {
 			ran = true
-			if w == http.ResponseWriter(outer) { // a method not protected: as without idem
+			if r == req { // a method not protected: as without idem
 				commit = false
 				c.Next()
 				return true
