@@ -44,7 +44,7 @@ var binaryStores = []binaryStore{
 // postgresSchema creates a schema of its own in IDEM_POSTGRES_URL's database,
 // dropped with everything in it when the test ends (after the server, whose
 // cleanup is registered later, has stopped), and returns the URL whose
-// search_path puts idem-server's fixed tables (idem_keys, payments) there.
+// search_path puts idem-server's fixed tables (idem_demo_keys, idem_demo_payments) there.
 func postgresSchema(t *testing.T) string {
 	t.Helper()
 	dsn := servicetest.PostgresURL()

@@ -82,7 +82,21 @@
 // sees the connection aborted.
 //
 // A response the handler completed is recorded even if the client went away
-// meanwhile: the retry gets the replay.
+// meanwhile: the retry gets the replay. A handler that writes nothing has
+// answered 200 with an empty body (net/http sends that), which is recorded
+// and replayed like any 200; a framework adapter that can tell "an outer
+// layer will answer" from "answered" says so to its Guard.
+//
+// # The handler's own 5xx after an effect
+//
+// By default a 5xx means "nothing was done", and the key is released. That
+// holds when the handler's writes roll back with it (pgstore.Tx); it does not
+// for an effect outside the store's transaction (a payment provider's charge,
+// an email, a write to memory or Redis alongside memstore or redisstore). Such
+// a handler calls DeclareEffect(r.Context()) as soon as the effect has
+// happened: from then on its answer is recorded whatever its status, a 5xx
+// included, and a panic (or a response that cannot be recorded) records
+// ProblemOutcomeUnknown; a retry never runs the effect again.
 //
 // # Duplicates: the wait and the 409
 //

@@ -32,7 +32,10 @@ func Middleware(store Store, opts ...Option) func(http.Handler) http.Handler {
 		if next == nil {
 			panic("idem/server: Middleware: nil http.Handler")
 		}
-		return &protected{store: store, cfg: cfg, next: next}
+		return &protected{store: store, cfg: cfg, next: next, serveNext: func(w http.ResponseWriter, r *http.Request) bool {
+			next.ServeHTTP(w, r)
+			return true
+		}}
 	}
 }
 
@@ -41,6 +44,9 @@ type protected struct {
 	store Store
 	cfg   *config
 	next  http.Handler
+	// serveNext runs next; a handler in net/http always answers (an
+	// implicit 200 when it writes nothing).
+	serveNext func(w http.ResponseWriter, r *http.Request) bool
 	// recent holds the handler's recent run durations, for the 409's
 	// Retry-After.
 	recent durations
@@ -51,7 +57,7 @@ func (p *protected) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.next.ServeHTTP(w, r)
 		return
 	}
-	ex := &exchange{p: p, w: w, r: r}
+	ex := &exchange{p: p, w: w, r: r, handler: p.serveNext}
 	ex.serve()
 }
 
@@ -63,11 +69,22 @@ type exchange struct {
 	cw   captureWriter
 	body bodyReader
 	ev   OutcomeEvent
+	// handler runs the protected handler and reports whether it answered
+	// (see Guard.Serve); ctx, given to the store, is the request's context
+	// with effect, the DeclareEffect flag.
+	handler func(w http.ResponseWriter, r *http.Request) bool
+	ctx     effectContext
+	effect  effectFlag
 
 	start    time.Time // when the store was asked
 	ran      bool      // run was called
 	keep     bool      // run said the response may be recorded
 	panicked bool      // the handler panicked with ev.Panic
+	// unanswered: the handler left its answer to an outer layer.
+	unanswered bool
+	// unknown: the handler declared its effect, then failed in a way that
+	// cannot be recorded; ProblemOutcomeUnknown is recorded in its place.
+	unknown bool
 }
 
 func (ex *exchange) serve() {
@@ -112,9 +129,10 @@ func (ex *exchange) serve() {
 	r.Body = &ex.body
 	r.ContentLength = int64(len(body))
 	ex.cw = captureWriter{rw: ex.w, max: cfg.maxResponseBytes}
+	ex.ctx = effectContext{Context: r.Context(), flag: &ex.effect}
 
 	ex.start = cfg.now()
-	res, err := ex.p.store.Do(r.Context(), req, ex.run)
+	res, err := ex.p.store.Do(&ex.ctx, req, ex.run)
 	ex.finish(res, err)
 }
 
@@ -150,25 +168,46 @@ func (ex *exchange) run(ctx context.Context) (resp *Response, keep bool) {
 		panic("idem/server: the Store called RunFunc twice")
 	}
 	ex.ran = true
-	r := ex.r
-	if ctx != r.Context() {
-		r = r.WithContext(ctx)
-	}
+	r := ex.r.WithContext(ctx) // ctx carries the effect flag
 	defer func() {
 		if v := recover(); v != nil {
 			ex.panicked, ex.ev.Panic = true, v
-			resp, keep = &Response{Status: http.StatusInternalServerError}, false
+			resp, keep = ex.failed()
 		}
 	}()
 	start := ex.p.cfg.now()
-	ex.p.next.ServeHTTP(&ex.cw, r)
+	answered := ex.handler(&ex.cw, r)
 	ex.p.recent.add(ex.p.cfg.now().Sub(start))
-	if ex.cw.hijacked || ex.cw.tooLarge {
-		return &Response{Status: http.StatusInternalServerError}, false
+	if ex.cw.hijacked || ex.cw.tooLarge || !answered {
+		ex.unanswered = !answered
+		return ex.failed()
 	}
 	resp = ex.cw.record(ex.p.cfg.storedHeaders)
-	ex.keep = recorded(resp.Status)
+	// After DeclareEffect every answer is the outcome, a 5xx included.
+	ex.keep = recorded(resp.Status) || ex.effect.done.Load()
 	return resp, ex.keep
+}
+
+// failed is run's result when the handler's response cannot be recorded (a
+// panic, a refused hijack, a response over the limit, an answer left to an
+// outer layer): a 500 that is not kept, so the key is released; or, when the
+// handler declared its effect, the outcome-unknown problem, kept, so that no
+// retry runs the effect again.
+func (ex *exchange) failed() (*Response, bool) {
+	if !ex.effect.done.Load() {
+		return &Response{Status: http.StatusInternalServerError}, false
+	}
+	ex.unknown, ex.keep = true, true
+	return problemResponse(outcomeUnknown), true
+}
+
+// problemResponse is p as a Response to record: what writeProblem sends,
+// Content-Length aside (computed on each send).
+func problemResponse(p Problem) *Response {
+	cw := captureWriter{max: DefaultMaxResponseBytes}
+	writeProblem(&cw, p)
+	delete(cw.header, "Content-Length")
+	return &Response{Status: cw.finalStatus(), Header: cw.header, Body: cw.body}
 }
 
 // recorded reports whether a response with status is recorded for its key
@@ -210,6 +249,7 @@ func (ex *exchange) finish(res Result, err error) {
 	ex.ev.Outcome = res.Outcome
 	if ex.panicked {
 		ex.ev.Err = err
+		ex.ev.Stored = ex.unknown && err == nil // the outcome-unknown record
 		ex.emit()
 		panic(ex.ev.Panic)
 	}
@@ -283,9 +323,19 @@ var storeUnavailable = Problem{Type: ProblemStoreUnavailable, Title: "Idempotenc
 	Detail: "the request was not processed; retry with the same Idempotency-Key"}
 
 // sendExecuted sends the handler's captured response, unless it could not be
-// recorded (a refused hijack, a response over the limit): then a 500.
+// recorded: after a declared effect, the outcome-unknown problem recorded in
+// its place; else a 500 for a refused hijack or a response over the limit,
+// and nothing for an answer left to an outer layer.
 func (ex *exchange) sendExecuted() {
 	switch {
+	case ex.unknown:
+		ex.ev.Stored = true
+		ex.problem(outcomeUnknown, nil)
+		return
+	case ex.unanswered:
+		ex.ev.Status = 0
+		ex.emit()
+		return
 	case ex.cw.hijacked:
 		ex.problem(Problem{Type: ProblemUnprotectable, Title: "Handler not protectable",
 			Status: http.StatusInternalServerError,

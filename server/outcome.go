@@ -17,7 +17,8 @@ type OutcomeEvent struct {
 	// store failed.
 	Outcome Outcome
 	// Status is the status sent; 0 when the handler panicked and the panic was
-	// passed on to net/http (the connection is aborted).
+	// passed on to net/http (the connection is aborted), or when a Guard's
+	// handler left its answer to an outer layer.
 	Status int
 	// Problem is the problem type URI when the middleware answered with a
 	// problem of its own (see the Problem constants), else empty.

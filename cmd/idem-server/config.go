@@ -23,6 +23,7 @@ type config struct {
 	addr        string
 	store       string
 	postgresURL string
+	ledgerURL   string // -ledger-postgres-url
 	redisAddr   string // comma list; see redisAddrs
 	// Redis topology and durability (-store redis).
 	redisCluster        bool
@@ -38,6 +39,7 @@ type config struct {
 	chaosDropRate       float64
 	chaosDelayMax       time.Duration
 	shutdownTimeout     time.Duration
+	version             bool
 }
 
 // Store names accepted by -store.
@@ -56,6 +58,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "listen address (host:port; port 0 picks one)")
 	fs.StringVar(&c.store, "store", storeMemory, "idempotency store: memory, postgres or redis")
 	fs.StringVar(&c.postgresURL, "postgres-url", "", "PostgreSQL connection URL (-store postgres)")
+	fs.StringVar(&c.ledgerURL, "ledger-postgres-url", "",
+		"PostgreSQL connection URL for the demo's payments (-store memory or redis; default: in memory)")
 	fs.StringVar(&c.redisAddr, "redis-addr", "127.0.0.1:6379",
 		"Redis address, or a comma list: several addresses mean a Cluster, or the sentinels with -redis-master-name (-store redis)")
 	fs.BoolVar(&c.redisCluster, "redis-cluster", false, "treat -redis-addr as Cluster seeds even when it names one node")
@@ -73,6 +77,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Float64Var(&c.chaosDropRate, "chaos-drop-rate", 0, "fraction of POSTs whose connection is cut after the record, from 0 to 1")
 	fs.DurationVar(&c.chaosDelayMax, "chaos-delay-max", 0, "random delay before each business write, up to this (at most 1m)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful shutdown waits for requests in flight")
+	fs.BoolVar(&c.version, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return config{}, err
@@ -82,7 +87,48 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if fs.NArg() > 0 {
 		return config{}, usageErr("unexpected argument %q", fs.Arg(0))
 	}
+	if err := c.checkStoreFlags(fs); err != nil {
+		return config{}, err
+	}
 	return c, c.validate()
+}
+
+// storeFlags names the flags that only one store reads.
+var storeFlags = map[string]string{
+	"postgres-url":          storePostgres,
+	"redis-addr":            storeRedis,
+	"redis-cluster":         storeRedis,
+	"redis-master-name":     storeRedis,
+	"redis-min-replicas":    storeRedis,
+	"redis-replica-timeout": storeRedis,
+	"redis-allow-eviction":  storeRedis,
+	"max-entries":           storeMemory,
+}
+
+// checkStoreFlags refuses a flag set on the command line that belongs to
+// another store than -store's: it would be silently ignored.
+func (c config) checkStoreFlags(fs *flag.FlagSet) error {
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		if err != nil {
+			return
+		}
+		switch owner, ok := storeFlags[f.Name]; {
+		case ok && owner != c.store:
+			err = usageErr("-%s belongs to -store %s, not -store %s%s", f.Name, owner, c.store, hint(f.Name))
+		case f.Name == "ledger-postgres-url" && c.store == storePostgres:
+			err = usageErr("-ledger-postgres-url is for -store memory or redis; -store postgres keeps the payments in -postgres-url's database")
+		}
+	})
+	return err
+}
+
+// hint says where a misplaced flag's intent goes.
+func hint(name string) string {
+	if name == "postgres-url" {
+		return " (to keep the payments in PostgreSQL, use -ledger-postgres-url)"
+	}
+	return ""
 }
 
 func (c config) validate() error {

@@ -26,13 +26,25 @@
 //
 // It prints "idem-server listening on http://ADDR" on standard output once it
 // accepts connections, logs one JSON line per request on standard error
-// (method, path, status, key cut to 64 bytes, replayed, duration_ms, and
-// store_error at level WARN whenever the store failed), and shuts down gracefully
+// (method, path, status, key cut to 64 bytes, replayed, duration_ms, and at
+// level WARN store_error whenever the store failed, or the cause of any other
+// 5xx: every 503 names its cause), and shuts down gracefully
 // on SIGINT or SIGTERM: it stops accepting, lets requests finish for
 // -shutdown-timeout (at most -lock-ttl), then cancels those still running so
 // their stores roll back or release their claims (a retry after a restart runs
 // once, no 409), and closes the stores within 5s; a second signal exits at once.
 // -postgres-url may point at PgBouncer in transaction pooling mode.
+//
+// In PostgreSQL the demo owns two tables under names of its own,
+// idem_demo_keys and idem_demo_payments (in the connection's search_path), and
+// never changes a table it did not create: when a table of one of those names
+// exists with another shape, it refuses to start (status 1) with a message
+// that names the table and the fix. -store postgres keeps keys and payments in
+// -postgres-url's database; -store memory or redis keeps the payments in
+// memory, or in PostgreSQL with -ledger-postgres-url. A flag of another store
+// than -store's (-postgres-url with -store redis, -redis-addr with -store
+// postgres, -max-entries with either) is a usage error. -version prints the
+// module version the binary was built from.
 //
 // Redis topologies: -redis-addr takes a comma list (more than one address is a
 // Redis Cluster; -redis-cluster forces Cluster with a single seed);

@@ -37,6 +37,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if cfg.version {
+		fmt.Fprintln(stdout, "idem-server", buildVersion())
+		return nil
+	}
 	logger := slog.New(slog.NewJSONHandler(stderr, nil))
 
 	store, ledger, cleanup, err := openStore(ctx, cfg, logger)

@@ -111,14 +111,14 @@ func pgArgs(url func(*testing.T) string) func(*testing.T) []string {
 }
 
 func redisArgs(t *testing.T) []string {
-	return []string{"-store", "redis", "-redis-addr", redisAddr(t), "-postgres-url", postgresURL(t)}
+	return []string{"-store", "redis", "-redis-addr", redisAddr(t), "-ledger-postgres-url", postgresURL(t)}
 }
 
 // withApp names the server's PostgreSQL sessions app, so the test can see them.
 func withApp(args []string, app string) []string {
 	out := append([]string{}, args...)
 	for i := range out {
-		if out[i] == "-postgres-url" && i+1 < len(out) {
+		if (out[i] == "-postgres-url" || out[i] == "-ledger-postgres-url") && i+1 < len(out) {
 			out[i+1] = withAppName(out[i+1], app)
 		}
 	}

@@ -17,10 +17,12 @@ import (
 	"github.com/idemkit/idem/server/redisstore"
 )
 
-// Table names the server uses in PostgreSQL.
+// Table names the demo uses in PostgreSQL: names of its own, so that it never
+// touches a table it did not create (a user's payments, a service's idem_keys).
+// A table of one of these names with another shape stops the start-up.
 const (
-	keysTable     = "idem_keys"
-	paymentsTable = "payments"
+	keysTable     = "idem_demo_keys"
+	paymentsTable = "idem_demo_payments"
 )
 
 // connectTimeout bounds the first contact with PostgreSQL or Redis, so an
@@ -30,12 +32,14 @@ const connectTimeout = 5 * time.Second
 // openStore opens the idempotency store cfg names and the ledger the payments
 // API writes to. cleanup releases both; call it after the server has stopped.
 //
-//   - memory: both in this process; a restart forgets everything.
+//   - memory: keys in this process; a restart forgets them.
 //   - postgres: keys and payments in one database; the claim, the payment and
 //     the stored response commit in one transaction.
-//   - redis: keys in Redis; payments in PostgreSQL when -postgres-url is given
-//     (two systems: a crash between the payment and the record is the
-//     documented window) and in memory otherwise.
+//   - redis: keys in Redis.
+//
+// With memory and redis, the payments are in memory, or in PostgreSQL when
+// -ledger-postgres-url is given (two systems: a crash between the payment and
+// the record is the documented window).
 //
 // The store is wrapped so that every error it returns (the cause of a 503 or
 // an outcome-unknown answer) is logged on the request's line (logRequests).
@@ -50,13 +54,21 @@ func openStore(ctx context.Context, cfg config, logger *slog.Logger) (server.Sto
 func openBackends(ctx context.Context, cfg config, logger *slog.Logger) (server.Store, payments.Ledger, func(), error) {
 	switch cfg.store {
 	case storeMemory:
-		return memstore.New(memstore.WithMaxEntries(cfg.maxEntries)), payments.NewMemLedger(), func() {}, nil
-	case storePostgres:
-		pool, ledger, err := openPostgres(ctx, cfg.postgresURL)
+		store := memstore.New(memstore.WithMaxEntries(cfg.maxEntries))
+		if cfg.ledgerURL == "" {
+			return store, payments.NewMemLedger(), func() {}, nil
+		}
+		pool, ledger, err := openPostgres(ctx, cfg.ledgerURL, "-ledger-postgres-url")
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		store := pgstore.New(pool)
+		return store, ledger, pool.Close, nil
+	case storePostgres:
+		pool, ledger, err := openPostgres(ctx, cfg.postgresURL, "-postgres-url")
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		store := pgstore.New(pool, pgstore.WithTable(keysTable))
 		if err := migrate(ctx, store.Migrate); err != nil {
 			pool.Close()
 			return nil, nil, nil, fmt.Errorf("-store postgres: %w", err)
@@ -74,10 +86,10 @@ func openBackends(ctx context.Context, cfg config, logger *slog.Logger) (server.
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		if cfg.postgresURL == "" {
+		if cfg.ledgerURL == "" {
 			return store, payments.NewMemLedger(), func() { _ = rdb.Close() }, nil
 		}
-		pool, ledger, err := openPostgres(ctx, cfg.postgresURL)
+		pool, ledger, err := openPostgres(ctx, cfg.ledgerURL, "-ledger-postgres-url")
 		if err != nil {
 			_ = rdb.Close()
 			return nil, nil, nil, err
@@ -124,10 +136,11 @@ func openRedis(ctx context.Context, cfg config, logger *slog.Logger) (server.Sto
 	return store, rdb, nil
 }
 
-// openPostgres connects to url and prepares the payments table.
-func openPostgres(ctx context.Context, url string) (*pgxpool.Pool, *pgpayments.Ledger, error) {
+// openPostgres connects to url, given by flag, and prepares the payments
+// table; a table of its name with another shape is an error that names it.
+func openPostgres(ctx context.Context, url, flag string) (*pgxpool.Pool, *pgpayments.Ledger, error) {
 	if _, err := pgxpool.ParseConfig(url); err != nil {
-		return nil, nil, fmt.Errorf("-postgres-url: %w", err)
+		return nil, nil, fmt.Errorf("%s: %w", flag, err)
 	}
 	// NewPool connects once to pick a query mode that also works through
 	// PgBouncer's transaction pooling.
@@ -141,7 +154,7 @@ func openPostgres(ctx context.Context, url string) (*pgxpool.Pool, *pgpayments.L
 	}
 	cancel()
 	if err != nil {
-		return nil, nil, fmt.Errorf("cannot reach PostgreSQL at -postgres-url: %w", err)
+		return nil, nil, fmt.Errorf("cannot reach PostgreSQL at %s: %w", flag, err)
 	}
 	ledger, err := pgpayments.New(pool, paymentsTable)
 	if err == nil {
@@ -149,7 +162,7 @@ func openPostgres(ctx context.Context, url string) (*pgxpool.Pool, *pgpayments.L
 	}
 	if err != nil {
 		pool.Close()
-		return nil, nil, fmt.Errorf("payments table: %w", err)
+		return nil, nil, fmt.Errorf("%s: payments table: %w", flag, err)
 	}
 	return pool, ledger, nil
 }

@@ -83,7 +83,7 @@ func TestRunDurableStores(t *testing.T) {
 		{"postgres", func(t *testing.T) []string { return []string{"-store", "postgres", "-postgres-url", postgresURL(t)} }},
 		{"redis", func(t *testing.T) []string { return []string{"-store", "redis", "-redis-addr", redisAddr(t)} }},
 		{"redis+postgres ledger", func(t *testing.T) []string {
-			return []string{"-store", "redis", "-redis-addr", redisAddr(t), "-postgres-url", postgresURL(t)}
+			return []string{"-store", "redis", "-redis-addr", redisAddr(t), "-ledger-postgres-url", postgresURL(t)}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

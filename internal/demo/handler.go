@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/idemkit/idem/internal/demo/cause"
 	"github.com/idemkit/idem/internal/demo/payments"
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/chaos"
@@ -79,6 +80,7 @@ func ready(store server.Store) http.HandlerFunc {
 			ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 			defer cancel()
 			if err := p.Ping(ctx); err != nil {
+				cause.Report(r.Context(), err)
 				text(w, http.StatusServiceUnavailable, "store unavailable\n")
 				return
 			}

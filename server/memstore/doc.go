@@ -17,6 +17,11 @@
 // second). A handler that never returns therefore blocks its key for good; bound
 // handlers with the http.Server's timeouts.
 //
+// A 5xx releases the claim, as the middleware asks, and the store holds no
+// business write to undo: a handler whose effect happened before its 5xx
+// (a payment provider's charge, a write elsewhere) declares it with
+// server.DeclareEffect, and the 5xx is then recorded like any answer.
+//
 // If run panics, the claim is released and the panic continues. A claim is
 // never lost while its handler runs, so recording cannot fail after the
 // handler's effect: this store never returns ErrNotRecorded in practice, and

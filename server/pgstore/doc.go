@@ -25,7 +25,10 @@
 // store commits after recording the response (Commit on that Tx returns
 // ErrSharedTx), or rolls back when the middleware says the response is not kept
 // (a 5xx, a panic, a streamed or hijacked response). Writes made on another
-// connection are not covered. The package's Example shows such a handler.
+// connection are not covered, nor effects outside the database (a payment
+// provider's charge): a handler that made one declares it with
+// server.DeclareEffect, and its answer, a 5xx included, is then committed with
+// the transaction and recorded. The package's Example shows such a handler.
 //
 // # How Do works
 //

@@ -113,7 +113,10 @@
 // before its business write leaves nothing at stake). Finish and release use a
 // context detached from the request, bounded by WithOpTimeout, so a client
 // that disconnects still finishes or releases. A handler that panics has its
-// claim released and the panic goes on.
+// claim released and the panic goes on. A 5xx releases the claim too, as the
+// middleware asks, and Redis holds no business write to undo: a handler whose
+// effect happened before its 5xx declares it with server.DeclareEffect, and the
+// 5xx is then recorded like any answer.
 //
 // # Redis fails after the handler's effect
 //

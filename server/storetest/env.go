@@ -44,6 +44,7 @@ type env struct {
 	mu          sync.Mutex
 	beforeWrite func(r *http.Request) error
 	afterWrite  func(r *http.Request)
+	failAfter   func(r *http.Request) bool
 	onOuter     func(r *http.Request)
 	gates       []*gate
 }
@@ -53,7 +54,7 @@ func newEnv(t *testing.T, f Fixture, opts ...server.Option) *env {
 	e := &env{t: t, f: f, obs: newObserver(f.Store), op: "op" + randomHex(8)}
 	handler := effectHandler(f.Effects, func() hooks {
 		h := e.hooks()
-		return hooks{beforeWrite: h.beforeWrite, afterWrite: h.afterWrite}
+		return hooks{beforeWrite: h.beforeWrite, afterWrite: h.afterWrite, failAfterWrite: h.failAfter}
 	})
 	create := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
@@ -93,11 +94,12 @@ func newEnv(t *testing.T, f Fixture, opts ...server.Option) *env {
 func (e *env) hooks() (h struct {
 	beforeWrite func(r *http.Request) error
 	afterWrite  func(r *http.Request)
+	failAfter   func(r *http.Request) bool
 	onOuter     func(r *http.Request)
 }) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	h.beforeWrite, h.afterWrite, h.onOuter = e.beforeWrite, e.afterWrite, e.onOuter
+	h.beforeWrite, h.afterWrite, h.failAfter, h.onOuter = e.beforeWrite, e.afterWrite, e.failAfter, e.onOuter
 	return h
 }
 
@@ -110,6 +112,12 @@ func (e *env) setBeforeWrite(f func(r *http.Request) error) {
 func (e *env) setAfterWrite(f func(r *http.Request)) {
 	e.mu.Lock()
 	e.afterWrite = f
+	e.mu.Unlock()
+}
+
+func (e *env) setFailAfterWrite(f func(r *http.Request) bool) {
+	e.mu.Lock()
+	e.failAfter = f
 	e.mu.Unlock()
 }
 

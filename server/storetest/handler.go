@@ -32,12 +32,16 @@ type opResponse struct {
 type hooks struct {
 	beforeWrite func(r *http.Request) error
 	afterWrite  func(r *http.Request)
+	// failAfterWrite, when it reports true, makes the handler answer its
+	// own 500 after the business write.
+	failAfterWrite func(r *http.Request) bool
 }
 
 // effectHandler is the suite's protected handler: it decodes an opRequest
 // (400 when it cannot), calls beforeWrite (503, no write, when it fails),
-// records one effect of the operation, calls afterWrite, and answers 201 with
-// a Location and an opResponse.
+// records one effect of the operation, calls afterWrite, answers 500 when
+// failAfterWrite says so, and else answers 201 with a Location and an
+// opResponse.
 func effectHandler(fx Effects, h func() hooks) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var in opRequest
@@ -57,6 +61,10 @@ func effectHandler(fx Effects, h func() hooks) http.Handler {
 		}
 		if f := h().afterWrite; f != nil {
 			f(r)
+		}
+		if f := h().failAfterWrite; f != nil && f(r) {
+			http.Error(w, "the step after the effect failed", http.StatusInternalServerError)
+			return
 		}
 		out := opResponse{ID: "op_" + randomHex(8), Op: in.Op, Amount: in.Amount}
 		body, _ := json.Marshal(out) // always marshals

@@ -76,6 +76,9 @@ const (
 	ScenarioConcurrentWait    = "concurrent_duplicates_wait"
 	// A store that cannot record after the handler's effect.
 	ScenarioOutcomeUnknown = "outcome_unknown"
+	// A handler that declared its effect (server.DeclareEffect), then failed.
+	ScenarioDeclared5xx   = "declared_effect_then_5xx"
+	ScenarioDeclaredPanic = "declared_effect_then_panic"
 )
 
 type scenario struct {
@@ -101,6 +104,8 @@ var scenarios = []scenario{
 	{ScenarioWaitClientGone, testWaitClientGone},
 	{ScenarioConcurrentWait, testConcurrentWait},
 	{ScenarioOutcomeUnknown, testOutcomeUnknown},
+	{ScenarioDeclared5xx, testDeclared5xx},
+	{ScenarioDeclaredPanic, testDeclaredPanic},
 }
 
 // Run runs every scenario of CONTRACT.md sections 3 and 4 as a subtest, each

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/idemkit/idem/internal/demo/cause"
 	"github.com/idemkit/idem/internal/problem"
 	"github.com/idemkit/idem/server"
 )
@@ -94,6 +95,7 @@ func (a *API) Create(w http.ResponseWriter, r *http.Request) {
 	}
 	if a.BeforeWrite != nil {
 		if err := a.BeforeWrite(r); err != nil {
+			cause.Report(r.Context(), err)
 			problem.Write(w, problem.Details{Type: ProblemLedger, Title: "Payment not taken",
 				Status: http.StatusServiceUnavailable, Detail: err.Error(), RetryAfter: time.Second})
 			return
@@ -107,6 +109,7 @@ func (a *API) Create(w http.ResponseWriter, r *http.Request) {
 	p := Payment{ID: a.newID(), Customer: in.Customer, Amount: in.Amount, Currency: in.Currency, Created: a.now().UTC(),
 		Owner: owner}
 	if err := a.Ledger.Insert(r.Context(), p); err != nil {
+		cause.Report(r.Context(), err)
 		problem.Write(w, problem.Details{Type: ProblemLedger, Title: "Payment not taken",
 			Status: http.StatusServiceUnavailable, Detail: "the ledger could not record the payment", RetryAfter: time.Second})
 		return
@@ -131,6 +134,7 @@ func (a *API) List(w http.ResponseWriter, r *http.Request) {
 	}
 	all, err := a.Ledger.List(r.Context(), r.URL.Query().Get("customer"))
 	if err != nil {
+		cause.Report(r.Context(), err)
 		problem.Write(w, problem.Details{Type: ProblemLedger, Title: "Ledger unavailable",
 			Status: http.StatusServiceUnavailable, Detail: "the ledger could not be read", RetryAfter: time.Second})
 		return

@@ -4,7 +4,7 @@
 // under internal/, like the rest of the demo: no library user imports it.
 //
 //	store := pgstore.New(pool)
-//	ledger, _ := pgledger.New(pool, "payments")
+//	ledger, _ := pgledger.New(pool, "idem_demo_payments")
 //	_ = store.Migrate(ctx)
 //	_ = ledger.Migrate(ctx)
 //	api := &payments.API{Ledger: ledger}
@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -35,10 +36,11 @@ var tableName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 // request's pgstore transaction when there is one (pgstore.Tx), on the pool
 // otherwise.
 type Ledger struct {
-	pool *pgxpool.Pool
-	name string
-	ins  string
-	list string
+	pool  *pgxpool.Pool
+	table string // as given to New
+	name  string // quoted
+	ins   string
+	list  string
 }
 
 var _ payments.Ledger = (*Ledger)(nil)
@@ -51,17 +53,18 @@ func New(pool *pgxpool.Pool, table string) (*Ledger, error) {
 	}
 	t := pgx.Identifier{table}.Sanitize()
 	return &Ledger{
-		pool: pool,
-		name: t,
-		ins:  "INSERT INTO " + t + " (id, customer, amount, currency, created, owner) VALUES ($1, $2, $3, $4, $5, $6)",
+		pool:  pool,
+		table: table,
+		name:  t,
+		ins:   "INSERT INTO " + t + " (id, customer, amount, currency, created, owner) VALUES ($1, $2, $3, $4, $5, $6)",
 		list: "SELECT id, customer, amount, currency, created, owner FROM " + t +
 			" WHERE $1 = '' OR customer = $1 ORDER BY seq",
 	}, nil
 }
 
-// Migrate creates the table if it does not exist:
+// Migrate creates the table when it does not exist:
 //
-//	CREATE TABLE IF NOT EXISTS <table> (
+//	CREATE TABLE <table> (
 //	    seq      bigint GENERATED ALWAYS AS IDENTITY,
 //	    id       text PRIMARY KEY,
 //	    customer text NOT NULL,
@@ -71,13 +74,24 @@ func New(pool *pgxpool.Pool, table string) (*Ledger, error) {
 //	    owner    text NOT NULL DEFAULT ''
 //	)
 //
-// and adds the owner column to a table an earlier version created.
+// A table of that name that exists already is never changed: when its columns
+// are these (names, types, NOT NULL), Migrate takes it as the ledger's own;
+// otherwise it returns a *ShapeError (wrapping ErrForeignTable) that names the
+// table, what differs and how to fix it. Migrate takes no lock that a
+// transaction writing to an existing table holds.
 func (l *Ledger) Migrate(ctx context.Context) error {
 	err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "idem-migrate:"+l.name); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+l.name+` (
+		var exists bool
+		if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, l.name).Scan(&exists); err != nil {
+			return err
+		}
+		if exists {
+			return l.checkShape(ctx, tx)
+		}
+		_, err := tx.Exec(ctx, `CREATE TABLE `+l.name+` (
     seq      bigint GENERATED ALWAYS AS IDENTITY,
     id       text PRIMARY KEY,
     customer text NOT NULL,
@@ -86,25 +100,92 @@ func (l *Ledger) Migrate(ctx context.Context) error {
     created  timestamptz NOT NULL,
     owner    text NOT NULL DEFAULT ''
 )`)
-		if err != nil {
-			return err
-		}
-		// ALTER TABLE takes the table's ACCESS EXCLUSIVE lock even when the
-		// column exists, and waits for every transaction writing to it: an
-		// instance starting beside slow handlers would block all reads of the
-		// table behind that wait. Only a table without the column is altered.
-		var has bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
- WHERE attrelid = to_regclass($1) AND attname = 'owner' AND NOT attisdropped)`, l.name).Scan(&has); err != nil || has {
-			return err
-		}
-		_, err = tx.Exec(ctx, `ALTER TABLE `+l.name+` ADD COLUMN IF NOT EXISTS owner text NOT NULL DEFAULT ''`)
 		return err
 	})
-	if err != nil {
+	var shape *ShapeError
+	if err != nil && !errors.As(err, &shape) {
 		return fmt.Errorf("pgledger: migrate: %w", err)
 	}
+	return err
+}
+
+// column is one column of the ledger's table as PostgreSQL describes it.
+type column struct {
+	name, typ string
+	notNull   bool
+}
+
+// shape is the ledger table's columns, in order.
+var shape = []column{
+	{"seq", "bigint", true}, {"id", "text", true}, {"customer", "text", true}, {"amount", "bigint", true},
+	{"currency", "text", true}, {"created", "timestamp with time zone", true}, {"owner", "text", true},
+}
+
+// ErrForeignTable is wrapped by Migrate's error when the table exists with
+// columns other than the ledger's: it is not the ledger's, and is left alone.
+var ErrForeignTable = errors.New("pgledger: the table exists with another shape")
+
+// ShapeError is Migrate's error for a table that exists with another shape.
+type ShapeError struct {
+	Table string   // the table, as named to New
+	Diffs []string // what differs, one line each ("missing column owner", ...)
+}
+
+func (e *ShapeError) Error() string {
+	return fmt.Sprintf("pgledger: table %s exists with another shape (%s): it was not created by this ledger, "+
+		"which leaves it unchanged; use a database or schema of its own (for example ?search_path=idem_demo "+
+		"in the connection URL), or drop the table if it is an old ledger's",
+		e.Table, strings.Join(e.Diffs, "; "))
+}
+
+func (e *ShapeError) Unwrap() error { return ErrForeignTable }
+
+// checkShape compares the existing table's columns with the ledger's.
+func (l *Ledger) checkShape(ctx context.Context, tx pgx.Tx) error {
+	rows, err := tx.Query(ctx, `SELECT attname, format_type(atttypid, atttypmod), attnotnull FROM pg_attribute
+ WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped ORDER BY attnum`, l.name)
+	if err != nil {
+		return err
+	}
+	have, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (column, error) {
+		var c column
+		err := r.Scan(&c.name, &c.typ, &c.notNull)
+		return c, err
+	})
+	if err != nil {
+		return err
+	}
+	if diffs := shapeDiffs(have); len(diffs) > 0 {
+		return &ShapeError{Table: l.table, Diffs: diffs}
+	}
 	return nil
+}
+
+// shapeDiffs lists how have differs from the ledger's shape.
+func shapeDiffs(have []column) []string {
+	var diffs []string
+	byName := map[string]column{}
+	for _, c := range have {
+		byName[c.name] = c
+	}
+	for _, w := range shape {
+		c, ok := byName[w.name]
+		switch {
+		case !ok:
+			diffs = append(diffs, "missing column "+w.name)
+		case c.typ != w.typ:
+			diffs = append(diffs, fmt.Sprintf("column %s is %s, not %s", w.name, c.typ, w.typ))
+		case c.notNull != w.notNull:
+			diffs = append(diffs, fmt.Sprintf("column %s allows NULL", w.name))
+		}
+		delete(byName, w.name)
+	}
+	for _, c := range have {
+		if _, extra := byName[c.name]; extra {
+			diffs = append(diffs, "extra column "+c.name)
+		}
+	}
+	return diffs
 }
 
 // Insert writes p, inside the request's pgstore transaction when ctx has one.

@@ -3,9 +3,14 @@ package pgledger_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/idem/internal/demo/payments"
 	"github.com/idemkit/idem/internal/demo/pgledger"
@@ -89,23 +94,12 @@ func TestLedger(t *testing.T) {
 
 // TestMigrateBesideAWriter: an instance that starts while a transaction writes
 // to the table (a slow handler) migrates at once, without a lock that would
-// queue every reader of the table behind that transaction; a table an
-// earlier version created without the owner column still gets it.
+// queue every reader of the table behind that transaction.
 func TestMigrateBesideAWriter(t *testing.T) {
 	t.Parallel()
 	pool := testPool(t, 4)
 	table := testTable(t, pool, "pay_mig")
 	ctx := context.Background()
-	if _, err := pool.Exec(ctx, `CREATE TABLE `+table+` (
-    seq      bigint GENERATED ALWAYS AS IDENTITY,
-    id       text PRIMARY KEY,
-    customer text NOT NULL,
-    amount   bigint NOT NULL,
-    currency text NOT NULL,
-    created  timestamptz NOT NULL
-)`); err != nil {
-		t.Fatal(err)
-	}
 	l, err := pgledger.New(pool, table)
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +108,7 @@ func TestMigrateBesideAWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := l.Insert(ctx, payments.Payment{ID: "p1", Customer: "a", Amount: 1, Currency: "EUR", Created: time.Now(), Owner: "o"}); err != nil {
-		t.Fatalf("insert after adding the owner column: %v", err)
+		t.Fatalf("insert: %v", err)
 	}
 
 	tx, err := pool.Begin(ctx)
@@ -132,4 +126,66 @@ func TestMigrateBesideAWriter(t *testing.T) {
 	if err := l.Migrate(guard); err != nil {
 		t.Fatalf("Migrate beside a writer: %v", err)
 	}
+}
+
+// TestMigrateLeavesAForeignTableAlone: a table of the ledger's name that
+// someone else made (another shape) is refused with an error naming it and
+// the fix, and left exactly as it was: columns, rows, no new column.
+func TestMigrateLeavesAForeignTableAlone(t *testing.T) {
+	t.Parallel()
+	pool := testPool(t, 4)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, ddl string
+		diff      string
+	}{
+		{"a user's payments", `(id serial PRIMARY KEY, amount numeric(12,2), paid_at timestamptz)`, "missing column customer"},
+		{"an older ledger", `(seq bigint GENERATED ALWAYS AS IDENTITY, id text PRIMARY KEY, customer text NOT NULL,
+ amount bigint NOT NULL, currency text NOT NULL, created timestamptz NOT NULL)`, "missing column owner"},
+		{"one more column", `(seq bigint GENERATED ALWAYS AS IDENTITY, id text PRIMARY KEY, customer text NOT NULL,
+ amount bigint NOT NULL, currency text NOT NULL, created timestamptz NOT NULL, owner text NOT NULL DEFAULT '', note text)`,
+			"extra column note"},
+		{"another type", `(seq bigint GENERATED ALWAYS AS IDENTITY, id text PRIMARY KEY, customer text NOT NULL,
+ amount numeric NOT NULL, currency text NOT NULL, created timestamptz NOT NULL, owner text NOT NULL DEFAULT '')`,
+			"column amount is numeric, not bigint"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			table := testTable(t, pool, "payments_foreign")
+			if _, err := pool.Exec(ctx, `CREATE TABLE `+table+` `+tc.ddl); err != nil {
+				t.Fatal(err)
+			}
+			before := describe(t, pool, table)
+			l, err := pgledger.New(pool, table)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = l.Migrate(ctx)
+			var shape *pgledger.ShapeError
+			if !errors.Is(err, pgledger.ErrForeignTable) || !errors.As(err, &shape) || shape.Table != table {
+				t.Fatalf("Migrate: %v, want a ShapeError for %s", err, table)
+			}
+			for _, want := range []string{table, tc.diff, "search_path"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
+				}
+			}
+			if after := describe(t, pool, table); after != before {
+				t.Errorf("the table changed:\nbefore %s\nafter  %s", before, after)
+			}
+		})
+	}
+}
+
+// describe returns table's columns and row count as one line.
+func describe(t *testing.T, pool *pgxpool.Pool, table string) string {
+	t.Helper()
+	var cols string
+	var rows int
+	err := pool.QueryRow(context.Background(), `SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod), ', ' ORDER BY attnum),
+ (SELECT count(*) FROM `+pgx.Identifier{table}.Sanitize()+`) FROM pg_attribute WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped`,
+		table).Scan(&cols, &rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%s (%d rows)", cols, rows)
 }

@@ -1,0 +1,57 @@
+package echoidem
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/idemkit/idem/server"
+)
+
+// Middleware returns echo middleware that protects the requests of the
+// configured methods (POST and PATCH by default) with an Idempotency-Key,
+// recording their responses in store, as server.Middleware does for
+// net/http; opts are server's options. It panics when store is nil or an
+// option is impossible.
+//
+// The handler after it runs at most once per key: a replay, a refusal (400,
+// 401, 413, 422), a 409 or a store failure is answered by the middleware
+// and the handler is not called. An error the handler returns is answered
+// inside the middleware by the Echo's HTTPErrorHandler (c.Error), so the
+// error's response is what is recorded, or released, by its status; the
+// middleware then returns nil, the error being answered. A returned error
+// whose handler writes nothing is answered 500. Requests of a method that is
+// not protected go through as without the middleware, their error returned.
+func Middleware(store server.Store, opts ...server.Option) echo.MiddlewareFunc {
+	g := server.NewGuard(store, opts...)
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) (passed error) {
+			outer, req := c.Response(), c.Request()
+			defer func() { c.SetResponse(outer); c.SetRequest(req) }()
+			g.Serve(outer, req, func(w http.ResponseWriter, r *http.Request) bool {
+				if r == req { // a method not protected: as without idem
+					passed = next(c)
+					return true
+				}
+				c.SetRequest(r)
+				c.SetResponse(echo.NewResponse(w, c.Echo()))
+				if err := next(c); err != nil {
+					c.Error(err)
+					if !c.Response().Committed {
+						_ = c.NoContent(http.StatusInternalServerError)
+					}
+				}
+				return true
+			})
+			return passed
+		}
+	}
+}
+
+// DeclareEffect tells the middleware that the request's effect has happened
+// and cannot be undone, so that its answer, a 5xx or a returned error
+// included, is recorded (see server.DeclareEffect). It reports whether c's
+// request is protected.
+func DeclareEffect(c echo.Context) bool {
+	return server.DeclareEffect(c.Request().Context())
+}
