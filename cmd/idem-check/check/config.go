@@ -76,7 +76,8 @@ type Config struct {
 	// It must not retry on its own.
 	Transport http.RoundTripper
 
-	// NewKey returns a fresh idempotency key; random when nil.
+	// NewKey returns a fresh idempotency key; a random UUID (version 4) when
+	// nil, as the draft recommends.
 	NewKey func() string
 	// Sleep waits d or until ctx ends (the expiry row's wait); a timer when nil.
 	Sleep func(ctx context.Context, d time.Duration) error
@@ -157,11 +158,14 @@ func (c *Config) withDefaults() (Config, error) {
 	return cfg, nil
 }
 
-// randomKey is a key of 128 random bits, in hex.
+// randomKey is a random UUID (version 4), the key the draft recommends.
 func randomKey() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
-	return "idem-check-" + hex.EncodeToString(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
