@@ -170,7 +170,7 @@ func chaosScenarios(c *Config) []scenario {
 
 func runFault(ctx context.Context, r *runner, f fault) []Row {
 	row := Row{ID: f.id, Title: f.title, Source: srcChaos,
-		Expected: fmt.Sprintf("%d operations, one effect each: 0 duplicates", r.cfg.Operations)}
+		Expected: fmt.Sprintf("%d operation(s), one effect each: 0 duplicates", r.cfg.Operations)}
 	if r.cfg.Effect == nil {
 		row.Verdict, row.Got = Skip, "no effect to count (give -effect-url and -effect-json, or -effect-cmd)"
 		return []Row{row}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptrace"
+	neturl "net/url"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -85,6 +86,9 @@ func (r *runner) send(ctx context.Context, o reqOpts) *exchange {
 		url = o.base
 	}
 	ex := &exchange{method: r.cfg.Method, url: url, reqBody: body, start: r.cfg.Now()}
+	if o.base != "" {
+		ex.url = r.cfg.URL + " (through the chaos proxy)"
+	}
 	defer func() { ex.end = r.cfg.Now() }()
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
 	defer cancel()
@@ -120,6 +124,10 @@ func (r *runner) send(ctx context.Context, o reqOpts) *exchange {
 		client = r.client
 	}
 	resp, err := client.Do(req)
+	var uerr *neturl.Error
+	if err != nil && o.base != "" && errors.As(err, &uerr) {
+		err = fmt.Errorf("from the chaos proxy: %w", uerr.Err) // its loopback address says nothing
+	}
 	if err != nil {
 		ex.err = err
 		return ex
