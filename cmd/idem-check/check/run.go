@@ -48,6 +48,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Transport == nil {
+		// Its own transport: no connection outlives the run.
+		defer c.Transport.(*http.Transport).CloseIdleConnections()
+	}
 	list := scenarios(&c)
 	budget := 0
 	for _, s := range list {

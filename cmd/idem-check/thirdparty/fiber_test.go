@@ -30,7 +30,7 @@ const (
 // fiberConfig is the run of the README: every row, against Fiber's app at
 // base. Keys are a fixed sequence of UUIDs so that the evidence reads the
 // same from one run to the next.
-func fiberConfig(base string, lifetime time.Duration) check.Config {
+func fiberConfig(base string, lifetime time.Duration, rt http.RoundTripper) check.Config {
 	var n atomic.Int64
 	return check.Config{
 		URL:            base + "/payments",
@@ -42,8 +42,9 @@ func fiberConfig(base string, lifetime time.Duration) check.Config {
 		TTL:            lifetime,
 		TTLMargin:      2 * time.Second, // Fiber's memory storage keeps time in whole seconds
 		Effect: &check.EffectURL{URL: base + "/payments?customer=cus_check", Path: "count",
-			Header: http.Header{"Authorization": {"Bearer alice"}}},
-		Chaos: true,
+			Header: http.Header{"Authorization": {"Bearer alice"}}, Transport: rt},
+		Chaos:     true,
+		Transport: rt,
 		NewKey: func() string {
 			return fmt.Sprintf("00000000-0000-4000-8000-%012d", n.Add(1))
 		},
@@ -60,7 +61,11 @@ func runFiber(t *testing.T) (*check.Report, string) {
 	}
 	served := make(chan error, 1)
 	go func() { served <- app.Listener(ln) }()
+	// Fiber's shutdown waits for every connection to close: the run's
+	// keep-alive connections are closed first.
+	rt := http.DefaultTransport.(*http.Transport).Clone()
 	defer func() {
+		rt.CloseIdleConnections()
 		if err := app.ShutdownWithTimeout(10 * time.Second); err != nil {
 			t.Errorf("shutdown: %v", err)
 		}
@@ -73,7 +78,7 @@ func runFiber(t *testing.T) (*check.Report, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	base := "http://" + ln.Addr().String()
-	rep, err := check.Run(ctx, fiberConfig(base, lifetime))
+	rep, err := check.Run(ctx, fiberConfig(base, lifetime, rt))
 	if err != nil {
 		t.Fatal(err)
 	}
