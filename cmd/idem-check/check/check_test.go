@@ -2,6 +2,7 @@ package check
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -204,5 +205,28 @@ func TestDeriveOtherBody(t *testing.T) {
 		if got := string(deriveOtherBody([]byte(in))); got != want {
 			t.Errorf("deriveOtherBody(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// brokenEffect cannot count.
+type brokenEffect struct{}
+
+func (brokenEffect) Count(context.Context) (int64, error) { return 0, errors.New("count store down") }
+func (brokenEffect) String() string                       { return "a broken count" }
+
+// A count that fails makes its rows SKIP with the reason, never a verdict
+// drawn from a count of zero.
+func TestEffectFailureSkips(t *testing.T) {
+	s := newFlawedServer(t)
+	cfg := s.config()
+	cfg.Effect = brokenEffect{}
+	rep := runReport(t, cfg)
+	for _, id := range []string{"replay-effect", "chaos-lost-response", "chaos-concurrent", "chaos-lost-then-concurrent"} {
+		if row := rep.Row(id); row.Verdict != Skip || !strings.Contains(row.Got, "count store down") {
+			t.Errorf("%s: %s (%s), want SKIP with the count's error", id, row.Verdict, row.Got)
+		}
+	}
+	if row := rep.Row("in-progress"); row.Verdict != Pass {
+		t.Errorf("in-progress: %s (%s): the responses alone should judge it", row.Verdict, row.Got)
 	}
 }

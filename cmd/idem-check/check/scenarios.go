@@ -2,6 +2,7 @@ package check
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -36,7 +37,7 @@ func replay(ctx context.Context, r *runner) []Row {
 	key := r.cfg.NewKey()
 	c0, counted, cerr := r.count(ctx)
 	first := r.send(ctx, reqOpts{keys: []string{key}})
-	c1, _, _ := r.count(ctx)
+	c1, ok1, err1 := r.count(ctx)
 
 	firstRow := Row{ID: "first-execution", Title: "a first request with a new valid key",
 		Expected: "processed (not 5xx), no replay marker", Source: srcFirst, Got: first.short()}
@@ -71,7 +72,9 @@ func replay(ctx context.Context, r *runner) []Row {
 		return rows
 	}
 	second := r.send(ctx, reqOpts{keys: []string{key}})
-	c2, _, _ := r.count(ctx)
+	c2, ok2, err2 := r.count(ctx)
+	counted = counted && ok1 && ok2
+	cerr = errors.Join(cerr, err1, err2)
 	ev := evidence(first, second)
 
 	st := Row{ID: ids[0].id, Title: ids[0].title, Expected: ids[0].expected, Source: ids[0].source,
@@ -228,7 +231,8 @@ func inProgress(ctx context.Context, r *runner, prefer bool) []Row {
 		first = <-firstDone
 	case first = <-firstDone: // it ended before it was written: no server
 	}
-	c1, _, _ := r.count(ctx)
+	c1, ok1, _ := r.count(ctx)
+	counted = counted && ok1
 	if dup == nil {
 		row.Verdict, row.Got = Fail, "the first request got "+first.short()
 		row.Evidence = evidence(first)
