@@ -172,13 +172,11 @@ func runFault(ctx context.Context, r *runner, f fault) []Row {
 	row := Row{ID: f.id, Title: f.title, Source: srcChaos,
 		Expected: fmt.Sprintf("%d operation(s), one effect each: 0 duplicates", r.cfg.Operations)}
 	if r.cfg.Effect == nil {
-		row.Verdict, row.Got = Skip, "no effect to count (give -effect-url and -effect-json, or -effect-cmd)"
-		return []Row{row}
+		return row.skipped("no effect to count (give -effect-url and -effect-json, or -effect-cmd)")
 	}
 	p, err := startProxy(r.cfg.URL, r.cfg.Method, r.counter)
 	if err != nil {
-		row.Verdict, row.Got = Skip, err.Error()
-		return []Row{row}
+		return row.skipped(err.Error())
 	}
 	defer p.Close()
 	// Keep-alives off: net/http resends a keyed request by itself when a
@@ -190,14 +188,12 @@ func runFault(ctx context.Context, r *runner, f fault) []Row {
 	for range r.cfg.Operations {
 		before, ok, err := r.count(ctx)
 		if !ok {
-			row.Verdict, row.Got = Skip, "counting the effect failed: "+err.Error()
-			return []Row{row}
+			return row.skipped("counting the effect failed: " + err.Error())
 		}
 		exs := f.run(ctx, r, p, client, r.cfg.NewKey())
 		after, ok, err := r.count(ctx)
 		if !ok {
-			row.Verdict, row.Got = Skip, "counting the effect failed: "+err.Error()
-			return []Row{row}
+			return row.skipped("counting the effect failed: " + err.Error())
 		}
 		n := after - before
 		effects = append(effects, fmt.Sprint(n))

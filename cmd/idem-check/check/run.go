@@ -159,6 +159,12 @@ func evidence(exs ...*exchange) []Exchange {
 	return out
 }
 
+// skipped returns row, SKIP because of why, as a scenario's rows.
+func (row Row) skipped(why string) []Row {
+	row.Verdict, row.Got = Skip, why
+	return []Row{row}
+}
+
 func skipRow(id, title, expected, source, why string) Row {
 	return Row{ID: id, Title: title, Verdict: Skip, Expected: expected, Got: why, Source: source}
 }

@@ -167,14 +167,12 @@ func mismatch(ctx context.Context, r *runner) []Row {
 	row := Row{ID: "mismatch", Title: "the same key with another body",
 		Expected: "422 (another 4xx: WARN); never the first answer, never a second execution", Source: srcMismatch}
 	if len(r.cfg.OtherBody) == 0 {
-		row.Verdict, row.Got = Skip, "no other body: give -body2 (the body is not a JSON object to derive one from)"
-		return []Row{row}
+		return row.skipped("no other body: give -body2 (the body is not a JSON object to derive one from)")
 	}
 	key := r.cfg.NewKey()
 	first := r.send(ctx, reqOpts{keys: []string{key}})
 	if first.failed() {
-		row.Verdict, row.Got = Skip, firstFailed(first)
-		return []Row{row}
+		return row.skipped(firstFailed(first))
 	}
 	other := r.send(ctx, reqOpts{keys: []string{key}, body: r.cfg.OtherBody})
 	row.Got = other.short()
@@ -209,8 +207,7 @@ func inProgress(ctx context.Context, r *runner, prefer bool) []Row {
 		dupExtra = []http.Header{{"Prefer": {fmt.Sprintf("wait=%d", r.cfg.PreferWait)}}}
 	}
 	if len(r.cfg.Slow) == 0 {
-		row.Verdict, row.Got = Skip, "no headers that make the handler slow: give -slow-H (idem-server: 'Chaos-Delay: 2s')"
-		return []Row{row}
+		return row.skipped("no headers that make the handler slow: give -slow-H (idem-server: 'Chaos-Delay: 2s')")
 	}
 	key := r.cfg.NewKey()
 	c0, counted, _ := r.count(ctx)
@@ -303,8 +300,7 @@ func serverError(ctx context.Context, r *runner) []Row {
 	row := Row{ID: "5xx-not-stored", Title: "a retry after the handler answered 5xx",
 		Expected: "the retry runs again (a stored 5xx: WARN, the server's choice)", Source: src5xx}
 	if len(r.cfg.Fail) == 0 {
-		row.Verdict, row.Got = Skip, "no headers that make the handler fail: give -fail-H (idem-server: 'Chaos-Fail: 500')"
-		return []Row{row}
+		return row.skipped("no headers that make the handler fail: give -fail-H (idem-server: 'Chaos-Fail: 500')")
 	}
 	key := r.cfg.NewKey()
 	failed := r.send(ctx, reqOpts{keys: []string{key}, extra: []http.Header{r.cfg.Fail}})
@@ -345,14 +341,12 @@ func scope(ctx context.Context, r *runner) []Row {
 	row := Row{ID: "scope", Title: "another principal sends the same key and body",
 		Expected: "its own execution: never the other's answer or cookies", Source: srcScope}
 	if len(r.cfg.OtherPrincipal) == 0 {
-		row.Verdict, row.Got = Skip, "no second principal: give -H2 with its credentials"
-		return []Row{row}
+		return row.skipped("no second principal: give -H2 with its credentials")
 	}
 	key := r.cfg.NewKey()
 	a := r.send(ctx, reqOpts{keys: []string{key}})
 	if a.failed() {
-		row.Verdict, row.Got = Skip, firstFailed(a)
-		return []Row{row}
+		return row.skipped(firstFailed(a))
 	}
 	b := r.send(ctx, reqOpts{keys: []string{key}, extra: []http.Header{r.cfg.OtherPrincipal}})
 	row.Got = "the second principal got " + b.short()
@@ -489,19 +483,16 @@ func expiry(ctx context.Context, r *runner) []Row {
 	row := Row{ID: "expiry", Title: "the same key after the TTL you gave",
 		Expected: "a new execution", Source: srcExpiry}
 	if r.cfg.TTL <= 0 {
-		row.Verdict, row.Got = Skip, "no TTL given: give -ttl with the server's documented expiry"
-		return []Row{row}
+		return row.skipped("no TTL given: give -ttl with the server's documented expiry")
 	}
 	row.Expected = fmt.Sprintf("a new execution after %s + %s", r.cfg.TTL, r.cfg.TTLMargin)
 	key := r.cfg.NewKey()
 	a := r.send(ctx, reqOpts{keys: []string{key}})
 	if a.failed() {
-		row.Verdict, row.Got = Skip, firstFailed(a)
-		return []Row{row}
+		return row.skipped(firstFailed(a))
 	}
 	if err := r.cfg.Sleep(ctx, r.cfg.TTL+r.cfg.TTLMargin); err != nil {
-		row.Verdict, row.Got = Skip, "the wait was cut short: "+err.Error()
-		return []Row{row}
+		return row.skipped("the wait was cut short: " + err.Error())
 	}
 	b := r.send(ctx, reqOpts{keys: []string{key}})
 	row.Got = fmt.Sprintf("%s, then %s", a.short(), b.short())
