@@ -16,6 +16,17 @@ import (
 	"time"
 )
 
+// binDir holds the idem-server binary the tests build; TestMain removes it.
+var binDir string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
 // buildIdemServer builds cmd/idem-server once, through the go.work workspace
 // (the command is a module of its own; idem-check does not require it).
 var buildIdemServer = sync.OnceValues(func() (string, error) {
@@ -23,6 +34,7 @@ var buildIdemServer = sync.OnceValues(func() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	binDir = dir
 	bin := filepath.Join(dir, "idem-server")
 	cmd := exec.Command("go", "build", "-o", bin, "github.com/idemkit/idem/cmd/idem-server")
 	if out, err := cmd.CombinedOutput(); err != nil {
