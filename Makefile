@@ -17,7 +17,7 @@ STATICCHECK_VERSION := v0.8.2
 GOBIN_DIR   := $(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin)
 STATICCHECK ?= $(GOBIN_DIR)/staticcheck
 
-.PHONY: test vet fmt-check tidy-check tidy staticcheck release-check bench demo modules
+.PHONY: test vet fmt-check tidy-check tidy staticcheck release-check bench demo modules idem-check-thirdparty
 
 modules:
 	@printf '%s\n' $(MODULES)
@@ -75,3 +75,9 @@ bench:
 
 demo:
 	$(GO) run ./examples/payments
+
+# idem-check's verdicts on Go Fiber v2's idempotency middleware: reruns every row
+# against it and rewrites the table and the evidence in cmd/idem-check/README.md
+# (make test checks that the committed table matches a fresh run).
+idem-check-thirdparty:
+	cd cmd/idem-check/thirdparty && $(GO) test -count=1 -run 'TestFiberVerdicts$$' . -update

@@ -30,6 +30,10 @@ type serveSpec struct {
 	Health string   // path answered 200 when up
 	// StopWait is how long it has to exit after SIGTERM before it is killed.
 	StopWait time.Duration
+	// Probe, when set, is an installed command (its name, then its
+	// arguments, where {URL} stands for the served URL) that runs while the
+	// server is up, after Health answered, and must exit with status 0.
+	Probe []string
 }
 
 // releaseCheck proves that a stranger can use the modules at version, served
@@ -42,8 +46,9 @@ type serveSpec struct {
 //  3. every library module (one another of ours requires; internal ones
 //     aside) can be added to a new module with go get path@version, and its
 //     root package builds there;
-//  4. the installed serve.Binary starts, answers serve.Health and stops on
-//     SIGTERM with status 0.
+//  4. the installed serve.Binary starts, answers serve.Health, passes the
+//     installed serve.Probe (idem-check against it) and stops on SIGTERM with
+//     status 0.
 //
 // Every go command runs in an empty GOPATH under tmp.
 func releaseCheck(ctx context.Context, r *repo, host hostGoEnv, tmp, version string, serve serveSpec, logf func(string, ...any)) error {
@@ -131,6 +136,10 @@ func releaseCheck(ctx context.Context, r *repo, host hostGoEnv, tmp, version str
 
 	bin := filepath.Join(gopath, "bin", serve.Binary)
 	logf("== %s %s answers %s", serve.Binary, strings.Join(serve.Args, " "), serve.Health)
+	if len(serve.Probe) > 0 {
+		logf("== and passes %s", strings.Join(serve.Probe, " "))
+		serve.Probe = append([]string{filepath.Join(gopath, "bin", serve.Probe[0])}, serve.Probe[1:]...)
+	}
 	return serveOnce(ctx, bin, serve)
 }
 
@@ -194,7 +203,8 @@ func isInternal(p string) bool {
 var listening = regexp.MustCompile(`https?://[^\s"]+`)
 
 // serveOnce starts bin, waits for the URL it prints on stdout, checks that
-// spec.Health answers 200, then stops it with SIGTERM and wants status 0.
+// spec.Health answers 200 and that spec.Probe passes, then stops it with
+// SIGTERM and wants status 0.
 func serveOnce(ctx context.Context, bin string, spec serveSpec) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -247,6 +257,9 @@ func serveOnce(ctx context.Context, bin string, spec serveSpec) error {
 		return fmt.Errorf("%s did not say where it listens: %w; stderr:\n%s", bin, ctx.Err(), stderr.String())
 	}
 	healthErr := checkHealth(ctx, strings.TrimSuffix(url, "/")+"/"+strings.TrimPrefix(path.Clean("/"+spec.Health), "/"))
+	if healthErr == nil && len(spec.Probe) > 0 {
+		healthErr = runProbe(ctx, spec.Probe, strings.TrimSuffix(url, "/"))
+	}
 	if err := stop(); err != nil {
 		return errors.Join(healthErr, fmt.Errorf("%s after SIGTERM: %w; stderr:\n%s", bin, err, stderr.String()))
 	}
@@ -265,6 +278,22 @@ func checkHealth(ctx context.Context, url string) error {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("GET %s: %s, want 200", url, resp.Status)
+	}
+	return nil
+}
+
+// runProbe runs probe with {URL} in its arguments replaced by url, and wants
+// exit status 0.
+func runProbe(ctx context.Context, probe []string, url string) error {
+	args := make([]string, len(probe)-1)
+	for i, a := range probe[1:] {
+		args[i] = strings.ReplaceAll(a, "{URL}", url)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, probe[0], args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %s: %w\n%s", probe[0], strings.Join(args, " "), err, out)
 	}
 	return nil
 }

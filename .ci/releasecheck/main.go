@@ -48,6 +48,7 @@ func main() {
 	timeout := flag.Duration("timeout", 10*time.Minute, "give up after this long")
 	serveArgs := flag.String("serve", "idem-server -addr 127.0.0.1:0 -store memory", "installed command to start, and its arguments")
 	health := flag.String("health", "/healthz", "path the started command answers 200 on")
+	probe := flag.Bool("probe", true, "run the installed idem-check against the started command's POST /payments; it must pass")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: releasecheck [flags] [check | tidy [-w] | proxy DIR]\n")
 		flag.PrintDefaults()
@@ -58,7 +59,11 @@ func main() {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	if err := run(ctx, *repoDir, *fallback, *keep, strings.Fields(*serveArgs), *health, flag.Args()); err != nil {
+	var probeArgs []string
+	if *probe {
+		probeArgs = idemCheckProbe
+	}
+	if err := run(ctx, *repoDir, *fallback, *keep, strings.Fields(*serveArgs), *health, probeArgs, flag.Args()); err != nil {
 		log.Print(err)
 		cancel()
 		stop()
@@ -66,7 +71,13 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, repoDir, fallback string, keep bool, serve []string, health string, args []string) (err error) {
+// idemCheckProbe is the installed idem-check run against the started
+// idem-server: a stranger's two commands working together.
+var idemCheckProbe = []string{"idem-check", "-url", "{URL}/payments",
+	"-body", `{"customer":"cus_release","amount":100,"currency":"EUR"}`,
+	"-H", "Authorization: Bearer release-check", "-H", "Content-Type: application/json"}
+
+func run(ctx context.Context, repoDir, fallback string, keep bool, serve []string, health string, probe []string, args []string) (err error) {
 	start := time.Now()
 	cmd := "check"
 	if len(args) > 0 {
@@ -127,7 +138,7 @@ func run(ctx context.Context, repoDir, fallback string, keep bool, serve []strin
 	case "tidy":
 		err = tidy(ctx, r, host, tmp, version, write, logf)
 	default:
-		err = releaseCheck(ctx, r, host, tmp, version, serveSpec{Binary: serve[0], Args: serve[1:], Health: health, StopWait: 15 * time.Second}, logf)
+		err = releaseCheck(ctx, r, host, tmp, version, serveSpec{Binary: serve[0], Args: serve[1:], Health: health, StopWait: 15 * time.Second, Probe: probe}, logf)
 	}
 	if err == nil {
 		log.Printf("ok: %s of %d modules at %s in %.0fs", cmd, len(r.Modules), version, time.Since(start).Seconds())

@@ -306,6 +306,10 @@ func TestMain(m *testing.M) {
 		fakeServer(os.Args[2])
 		return
 	}
+	if len(os.Args) == 4 && os.Args[1] == "releasecheck-fake-probe" {
+		fakeProbe(os.Args[2], os.Args[3])
+		return
+	}
 	os.Exit(m.Run())
 }
 
@@ -333,6 +337,31 @@ func fakeServer(mode string) {
 		<-term
 		if mode != "stubborn" {
 			os.Exit(0)
+		}
+	}
+}
+
+// fakeProbe exits 0 when mode is "pass" and url/healthz answers 200, 1
+// otherwise.
+func fakeProbe(url, mode string) {
+	resp, err := http.Get(url + "/healthz")
+	if err != nil || resp.StatusCode != http.StatusOK || mode != "pass" {
+		fmt.Println("probe failed")
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+func TestServeOnceProbe(t *testing.T) {
+	t.Parallel()
+	for mode, wantErr := range map[string]string{"pass": "", "fail": "probe failed"} {
+		err := serveOnce(context.Background(), os.Args[0], serveSpec{Binary: "fake", Args: []string{"releasecheck-fake-server", "ok"},
+			Health: "/healthz", StopWait: time.Minute, Probe: []string{os.Args[0], "releasecheck-fake-probe", "{URL}", mode}})
+		switch {
+		case wantErr == "" && err != nil:
+			t.Errorf("probe %s: %v", mode, err)
+		case wantErr != "" && (err == nil || !strings.Contains(err.Error(), wantErr)):
+			t.Errorf("probe %s: %v, want an error containing %q", mode, err, wantErr)
 		}
 	}
 }

@@ -1,0 +1,158 @@
+package check_test
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// binDir holds the idem-server binary the tests build; TestMain removes it.
+var binDir string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// buildIdemServer builds cmd/idem-server once, through the go.work workspace
+// (the command is a module of its own; idem-check does not require it).
+var buildIdemServer = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "idem-check-bin-")
+	if err != nil {
+		return "", err
+	}
+	binDir = dir
+	bin := filepath.Join(dir, "idem-server")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/idemkit/idem/cmd/idem-server")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build github.com/idemkit/idem/cmd/idem-server (needs the go.work workspace): %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// needService skips the test when nothing listens at addr, or fails it under
+// IDEM_REQUIRE_SERVICES=1.
+func needService(t *testing.T, name, addr string) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err == nil {
+		c.Close()
+		return
+	}
+	if os.Getenv("IDEM_REQUIRE_SERVICES") == "1" {
+		t.Fatalf("%s at %s: %v (IDEM_REQUIRE_SERVICES=1)", name, addr, err)
+	}
+	t.Skipf("%s at %s is not reachable (%v); set IDEM_REQUIRE_SERVICES=1 to fail instead", name, addr, err)
+}
+
+var listeningURL = regexp.MustCompile(`http://[^\s]+`)
+
+// startIdemServer runs the idem-server binary with args on a free loopback
+// port and returns its URL; the test stops it.
+func startIdemServer(t *testing.T, args ...string) string {
+	t.Helper()
+	bin, err := buildIdemServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, append([]string{"-addr", "127.0.0.1:0", "-chaos"}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	urls := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if u := listeningURL.FindString(sc.Text()); u != "" {
+				select {
+				case urls <- u:
+				default:
+				}
+			}
+		}
+		exited <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+			t.Errorf("idem-server still running 15s after SIGTERM; killed")
+		}
+	})
+	select {
+	case u := <-urls:
+		return u
+	case err := <-exited:
+		t.Fatalf("idem-server %v exited before listening: %v\n%s", args, err, stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("idem-server %v did not say where it listens in 30s\n%s", args, stderr.String())
+	}
+	return ""
+}
+
+// The idem-server binary passes every row on each of its stores, with a
+// real TTL (the expiry row waits it out).
+func TestIdemServerBinaryPassesEveryRow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs idem-server")
+	}
+	if out, err := exec.Command("go", "env", "GOWORK").Output(); err != nil || strings.TrimSpace(string(out)) == "" || strings.TrimSpace(string(out)) == "off" {
+		t.Skip("builds cmd/idem-server through the go.work workspace, which is off here")
+	}
+	pgURL := envOr("IDEM_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	redisAddr := envOr("IDEM_REDIS_ADDR", "127.0.0.1:6379")
+	pgAddr := "127.0.0.1:5432"
+	if u, err := url.Parse(pgURL); err == nil && u.Host != "" {
+		pgAddr = u.Host
+	}
+	const ttl = 2 * time.Second
+	for _, tc := range []struct {
+		store   string
+		service string // host:port it needs, "" for none
+		args    []string
+	}{
+		{"memory", "", nil},
+		{"postgres", pgAddr, []string{"-store", "postgres", "-postgres-url", pgURL}},
+		{"redis", redisAddr, []string{"-store", "redis", "-redis-addr", redisAddr}},
+	} {
+		t.Run(tc.store, func(t *testing.T) {
+			t.Parallel()
+			if tc.service != "" {
+				needService(t, tc.store, tc.service)
+			}
+			base := startIdemServer(t, append([]string{"-ttl", ttl.String()}, tc.args...)...)
+			wantEveryRowPasses(t, run(t, idemServerConfig(base, ttl)))
+		})
+	}
+}

@@ -1,0 +1,300 @@
+package check
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// A flaw is one way an idempotency layer goes wrong; the flawed server of
+// these tests has exactly the flaws it is given.
+type flaw string
+
+const (
+	flawMissingKey500   flaw = "answers 500 to a request without a key"
+	flawKeyOptional     flaw = "processes a request without a key"
+	flawValidKey500     flaw = "answers 500 to a valid new key"
+	flawMarkFirst       flaw = "marks the first execution as a replay"
+	flawReplayStatus    flaw = "replays 200 for a 201"
+	flawReplayBody      flaw = "renders the replay's body anew"
+	flawReplayHeaders   flaw = "replays without Location"
+	flawReplayCookie    flaw = "replays Set-Cookie"
+	flawNoMarker        flaw = "sends no replay marker"
+	flawRunsAgain       flaw = "runs the handler again after storing, and answers the stored response"
+	flawIgnoresBody     flaw = "ignores the body (no fingerprint)"
+	flawConcurrentTwice flaw = "runs a duplicate while the first is in progress"
+	flawStuckAfter5xx   flaw = "keeps the key in progress after a 5xx"
+	flawStores5xx       flaw = "stores 5xx answers"
+	flawGlobalKeys      flaw = "shares keys across principals"
+	flawGlobalNoMarker  flaw = "shares keys across principals and sends no marker"
+	flawBadKey500       flaw = "answers 500 to invalid keys"
+	flawQuoted500       flaw = "answers 500 to a quoted key"
+	flawQuotedDistinct  flaw = `takes "k" and k for two keys`
+	flawNeverExpires    flaw = "never expires keys"
+	flawNoLock          flaw = "stores only after the handler, with no claim"
+)
+
+// flawedServer is a small idempotency layer with its effects counted:
+// POST /op executes (one effect per execution, per principal) and answers
+// 201 with a body unique to the execution, a Location and a cookie;
+// GET /count answers {"count": N} for the caller's principal.
+//
+// Request headers drive the handler: X-Fail: 1 answers 503 (inside the
+// layer); X-Slow: 1 holds the execution until a duplicate with the same key
+// arrives (or 5s pass), so in-progress rows are exact without timing.
+type flawedServer struct {
+	*httptest.Server
+	flaws map[flaw]bool
+
+	mu      sync.Mutex
+	now     time.Time // the fake clock, moved by advance
+	records map[string]*record
+	effects map[string]int
+	arrived map[string]chan struct{} // per key: a duplicate arrived
+	held    map[string]bool          // per key: a first request was held
+	seq     int
+}
+
+type record struct {
+	fp      [32]byte
+	done    bool
+	status  int
+	header  http.Header
+	body    []byte
+	expires time.Time
+}
+
+const flawedTTL = time.Hour
+
+func newFlawedServer(t *testing.T, flaws ...flaw) *flawedServer {
+	s := &flawedServer{flaws: map[flaw]bool{}, now: time.Unix(1e9, 0), records: map[string]*record{},
+		effects: map[string]int{}, arrived: map[string]chan struct{}{}, held: map[string]bool{}}
+	for _, f := range flaws {
+		s.flaws[f] = true
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /op", s.op)
+	mux.HandleFunc("GET /count", func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		n := s.effects[r.Header.Get("Authorization")]
+		s.mu.Unlock()
+		fmt.Fprintf(w, `{"count":%d}`, n)
+	})
+	s.Server = httptest.NewServer(mux)
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *flawedServer) advance(d time.Duration) {
+	s.mu.Lock()
+	s.now = s.now.Add(d)
+	s.mu.Unlock()
+}
+
+// config is a Config for every row of this server.
+func (s *flawedServer) config() Config {
+	return Config{
+		URL:            s.URL + "/op",
+		Body:           []byte(`{"amount":100,"currency":"EUR"}`),
+		Header:         http.Header{"Authorization": {"Bearer alice"}, "Content-Type": {"application/json"}},
+		OtherPrincipal: http.Header{"Authorization": {"Bearer bob"}},
+		Slow:           http.Header{"X-Slow": {"1"}},
+		Fail:           http.Header{"X-Fail": {"1"}},
+		TTL:            flawedTTL,
+		Effect:         &EffectURL{URL: s.URL + "/count", Path: "count", Header: http.Header{"Authorization": {"Bearer alice"}}},
+		Chaos:          true,
+		Transport:      s.Client().Transport,
+		Sleep: func(_ context.Context, d time.Duration) error {
+			s.advance(d)
+			return nil
+		},
+	}
+}
+
+func problem(w http.ResponseWriter, status int, title string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, `{"title":%q,"status":%d}`, title, status)
+}
+
+// parseKey reads the key as idem does: raw, or a Structured Field String.
+func (s *flawedServer) parseKey(r *http.Request) (string, int, string) {
+	lines := r.Header.Values("Idempotency-Key")
+	bad := http.StatusBadRequest
+	if s.flaws[flawBadKey500] {
+		bad = http.StatusInternalServerError
+	}
+	switch {
+	case len(lines) == 0:
+		if s.flaws[flawMissingKey500] {
+			return "", http.StatusInternalServerError, "no key"
+		}
+		if s.flaws[flawKeyOptional] {
+			return "", 0, ""
+		}
+		return "", http.StatusBadRequest, "missing key"
+	case len(lines) > 1:
+		return "", bad, "two key lines"
+	}
+	k := lines[0]
+	if strings.HasPrefix(k, `"`) {
+		if s.flaws[flawQuoted500] {
+			return "", http.StatusInternalServerError, "quoted"
+		}
+		if len(k) < 2 || !strings.HasSuffix(k, `"`) || strings.ContainsAny(k[1:len(k)-1], `"\`) {
+			return "", bad, "malformed Structured Field"
+		}
+		if !s.flaws[flawQuotedDistinct] {
+			k = k[1 : len(k)-1]
+		}
+	}
+	if k == "" || len(k) > 255 {
+		return "", bad, "blank or too long"
+	}
+	for _, c := range []byte(k) {
+		if c < 0x21 || c > 0x7e {
+			return "", bad, "not visible ASCII"
+		}
+	}
+	return k, 0, ""
+}
+
+func (s *flawedServer) op(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	principal := r.Header.Get("Authorization")
+	key, status, why := s.parseKey(r)
+	if status != 0 {
+		problem(w, status, why)
+		return
+	}
+	if key == "" { // processed without a key
+		s.execute(w, r, principal, "")
+		return
+	}
+	if s.flaws[flawValidKey500] {
+		problem(w, http.StatusInternalServerError, "valid key")
+		return
+	}
+	id := principal + "|" + key
+	if s.flaws[flawGlobalKeys] || s.flaws[flawGlobalNoMarker] {
+		id = key
+	}
+	fp := sha256.Sum256(body)
+	if s.flaws[flawIgnoresBody] {
+		fp = [32]byte{}
+	}
+
+	s.mu.Lock()
+	if ch, ok := s.arrived[id]; ok {
+		close(ch) // a duplicate of a held first request
+		delete(s.arrived, id)
+	}
+	rec := s.records[id]
+	if rec != nil && rec.done && !s.flaws[flawNeverExpires] && !s.now.Before(rec.expires) {
+		rec = nil
+	}
+	switch {
+	case rec == nil:
+		if !s.flaws[flawNoLock] {
+			s.records[id] = &record{fp: fp}
+		}
+	case rec.fp != fp:
+		s.mu.Unlock()
+		problem(w, http.StatusUnprocessableEntity, "another body")
+		return
+	case !rec.done && !s.flaws[flawConcurrentTwice]:
+		s.mu.Unlock()
+		problem(w, http.StatusConflict, "in progress")
+		return
+	case rec.done:
+		s.mu.Unlock()
+		if s.flaws[flawRunsAgain] {
+			s.execute(httptest.NewRecorder(), r, principal, id)
+		}
+		s.replay(w, rec)
+		return
+	}
+	var hold chan struct{}
+	if r.Header.Get("X-Slow") != "" && !s.held[id] {
+		s.held[id] = true
+		hold = make(chan struct{})
+		s.arrived[id] = hold
+	}
+	s.mu.Unlock()
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-time.After(5 * time.Second):
+		}
+	}
+
+	rw := httptest.NewRecorder()
+	if r.Header.Get("X-Fail") != "" {
+		problem(rw, http.StatusServiceUnavailable, "failed")
+	} else {
+		s.execute(rw, r, principal, id)
+	}
+	s.mu.Lock()
+	switch {
+	case rw.Code >= 500 && s.flaws[flawStuckAfter5xx]:
+	case rw.Code >= 500 && !s.flaws[flawStores5xx]:
+		delete(s.records, id)
+	default:
+		s.records[id] = &record{fp: fp, done: true, status: rw.Code, header: rw.Header().Clone(), body: rw.Body.Bytes(),
+			expires: s.now.Add(flawedTTL)}
+	}
+	s.mu.Unlock()
+	for k, vs := range rw.Header() {
+		w.Header()[k] = vs
+	}
+	if s.flaws[flawMarkFirst] {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	w.WriteHeader(rw.Code)
+	_, _ = w.Write(rw.Body.Bytes())
+}
+
+// execute is the operation: one effect, a body unique to it.
+func (s *flawedServer) execute(w http.ResponseWriter, r *http.Request, principal, id string) {
+	s.mu.Lock()
+	s.effects[principal]++
+	s.seq++
+	n := s.seq
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Location", fmt.Sprintf("/op/%d", n))
+	w.Header().Set("Set-Cookie", fmt.Sprintf("session=%s-%d", strings.TrimPrefix(principal, "Bearer "), n))
+	w.WriteHeader(http.StatusCreated)
+	_ = json.NewEncoder(w).Encode(map[string]any{"id": n, "principal": principal})
+}
+
+func (s *flawedServer) replay(w http.ResponseWriter, rec *record) {
+	for _, h := range []string{"Content-Type", "Location"} {
+		if v := rec.header.Get(h); v != "" && !(h == "Location" && s.flaws[flawReplayHeaders]) {
+			w.Header().Set(h, v)
+		}
+	}
+	if s.flaws[flawReplayCookie] || s.flaws[flawGlobalNoMarker] {
+		w.Header()["Set-Cookie"] = rec.header.Values("Set-Cookie")
+	}
+	if !s.flaws[flawNoMarker] && !s.flaws[flawGlobalNoMarker] {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	status, body := rec.status, rec.body
+	if s.flaws[flawReplayStatus] && status == http.StatusCreated {
+		status = http.StatusOK
+	}
+	if s.flaws[flawReplayBody] {
+		body = append([]byte(" "), body...)
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}

@@ -1,0 +1,514 @@
+package check
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+)
+
+func missingKey(ctx context.Context, r *runner) []Row {
+	row := Row{ID: "missing-key", Title: "a request without " + r.cfg.KeyHeader,
+		Expected: "400 (another 4xx: WARN; processed: WARN, the key is optional)", Source: srcMissing}
+	ex := r.send(ctx, reqOpts{})
+	row.Got = ex.short()
+	switch {
+	case ex.failed():
+		row.Verdict = Fail
+	case ex.status == http.StatusBadRequest:
+		row.Verdict = Pass
+	case ex.is4xx():
+		row.Verdict = Warn
+		row.Got += ": refused, but the draft says 400"
+	default:
+		row.Verdict = Warn
+		row.Got += ": processed without a key; a client that forgets the key is not protected"
+	}
+	if row.Verdict != Pass {
+		row.Evidence = evidence(ex)
+	}
+	return []Row{row}
+}
+
+func replay(ctx context.Context, r *runner) []Row {
+	key := r.cfg.NewKey()
+	c0, counted, cerr := r.count(ctx)
+	first := r.send(ctx, reqOpts{keys: []string{key}})
+	c1, ok1, err1 := r.count(ctx)
+
+	firstRow := Row{ID: "first-execution", Title: "a first request with a new valid key",
+		Expected: "processed (not 5xx), no replay marker", Source: srcFirst, Got: first.short()}
+	switch {
+	case first.failed():
+		firstRow.Verdict = Fail
+		firstRow.Got += ": a valid new key is not processed"
+	case first.replayed:
+		firstRow.Verdict = Fail
+		firstRow.Got += ": a first execution marked as a replay"
+	case !first.is2xx():
+		firstRow.Verdict = Warn
+		firstRow.Got += ": the operation refused the body; the rows below compare that refusal"
+	default:
+		firstRow.Verdict = Pass
+	}
+	if firstRow.Verdict != Pass {
+		firstRow.Evidence = evidence(first)
+	}
+	rows := []Row{firstRow}
+	ids := []struct{ id, title, expected, source string }{
+		{"replay-status", "the same request again, same key", "the first status", srcReplay},
+		{"replay-body", "the same request again, same key", "the first body, byte for byte", srcReplay},
+		{"replay-headers", "the same request again, same key", "Content-Type, Location, ETag as the first; no Set-Cookie", srcReplayHeaders},
+		{"replay-marker", "the same request again, same key", r.cfg.ReplayHeader + ": true on the replay only", srcMarker},
+		{"replay-effect", "the same request again, same key", "one effect for both requests", srcEffect},
+	}
+	if first.failed() {
+		for _, x := range ids {
+			rows = append(rows, skipRow(x.id, x.title, x.expected, x.source, firstFailed(first)))
+		}
+		return rows
+	}
+	second := r.send(ctx, reqOpts{keys: []string{key}})
+	c2, ok2, err2 := r.count(ctx)
+	counted = counted && ok1 && ok2
+	cerr = errors.Join(cerr, err1, err2)
+	ev := evidence(first, second)
+
+	st := Row{ID: ids[0].id, Title: ids[0].title, Expected: ids[0].expected, Source: ids[0].source,
+		Got: fmt.Sprintf("%s, then %s", first.short(), second.short())}
+	if second.ok() && second.status == first.status {
+		st.Verdict = Pass
+	} else {
+		st.Verdict, st.Evidence = Fail, ev
+	}
+
+	bd := Row{ID: ids[1].id, Title: ids[1].title, Expected: ids[1].expected, Source: ids[1].source}
+	switch {
+	case !second.ok():
+		bd.Verdict, bd.Got, bd.Evidence = Fail, second.short(), ev
+	case string(second.body) == string(first.body):
+		bd.Verdict, bd.Got = Pass, fmt.Sprintf("%d bytes, identical", len(second.body))
+	default:
+		bd.Verdict, bd.Evidence = Fail, ev
+		bd.Got = fmt.Sprintf("%d bytes then %d bytes, first difference at byte %d", len(first.body), len(second.body), firstDiff(first.body, second.body))
+	}
+
+	hd := Row{ID: ids[2].id, Title: ids[2].title, Expected: ids[2].expected, Source: ids[2].source, Verdict: Pass}
+	var diffs, same []string
+	if second.ok() {
+		for _, h := range []string{"Content-Type", "Location", "ETag", "Content-Location"} {
+			a, b := first.header.Get(h), second.header.Get(h)
+			switch {
+			case a == "" && b == "":
+			case a != b:
+				diffs = append(diffs, fmt.Sprintf("%s %q then %q", h, a, b))
+			default:
+				same = append(same, h)
+			}
+		}
+	}
+	switch {
+	case !second.ok():
+		hd.Verdict, hd.Got, hd.Evidence = Fail, second.short(), ev
+	case len(diffs) > 0:
+		hd.Verdict, hd.Got, hd.Evidence = Fail, strings.Join(diffs, "; "), ev
+	case len(second.header.Values("Set-Cookie")) > 0:
+		hd.Verdict, hd.Evidence = Warn, ev
+		hd.Got = "the replay sets a cookie: a stored cookie replayed (a session or CSRF token) belongs to the first response"
+	case len(same) == 0:
+		hd.Got = "no such header on either answer"
+	default:
+		hd.Got = strings.Join(same, ", ") + " identical"
+	}
+
+	mk := Row{ID: ids[3].id, Title: ids[3].title, Expected: ids[3].expected, Source: ids[3].source}
+	switch {
+	case !second.ok():
+		mk.Verdict, mk.Got, mk.Evidence = Fail, second.short(), ev
+	case first.replayed:
+		mk.Verdict, mk.Got, mk.Evidence = Fail, "the first execution carries the marker", ev
+	case second.replayed:
+		mk.Verdict, mk.Got = Pass, fmt.Sprintf("%s: %s on the replay only", r.cfg.ReplayHeader, second.header.Get(r.cfg.ReplayHeader))
+	default:
+		mk.Verdict, mk.Got, mk.Evidence = Warn, "no "+r.cfg.ReplayHeader+" on the replay: a client cannot tell it from a first execution", ev
+	}
+
+	ef := Row{ID: ids[4].id, Title: ids[4].title, Expected: ids[4].expected, Source: ids[4].source}
+	switch {
+	case r.cfg.Effect == nil:
+		ef.Verdict, ef.Got = Skip, "no effect to count (give -effect-url and -effect-json, or -effect-cmd)"
+	case !counted:
+		ef.Verdict, ef.Got = Skip, "counting the effect failed: "+cerr.Error()
+	case c2-c1 > 0:
+		ef.Verdict, ef.Evidence = Fail, ev
+		ef.Got = fmt.Sprintf("%d effect(s) for the first request, %d more for the replay", c1-c0, c2-c1)
+	case c1-c0 == 0:
+		ef.Verdict = Warn
+		ef.Got = "no effect counted for the first request either: is the count the right one?"
+	default:
+		ef.Verdict, ef.Got = Pass, fmt.Sprintf("%d effect(s) for the first request, none for the replay", c1-c0)
+	}
+	return append(rows, st, bd, hd, mk, ef)
+}
+
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+func mismatch(ctx context.Context, r *runner) []Row {
+	row := Row{ID: "mismatch", Title: "the same key with another body",
+		Expected: "422 (another 4xx: WARN); never the first answer, never a second execution", Source: srcMismatch}
+	if len(r.cfg.OtherBody) == 0 {
+		return row.skipped("no other body: give -body2 (the body is not a JSON object to derive one from)")
+	}
+	key := r.cfg.NewKey()
+	first := r.send(ctx, reqOpts{keys: []string{key}})
+	if first.failed() {
+		return row.skipped(firstFailed(first))
+	}
+	other := r.send(ctx, reqOpts{keys: []string{key}, body: r.cfg.OtherBody})
+	row.Got = other.short()
+	switch {
+	case other.failed():
+		row.Verdict = Fail
+	case other.status == http.StatusUnprocessableEntity:
+		row.Verdict = Pass
+	case other.replayed || sameAnswer(first, other):
+		row.Verdict = Fail
+		row.Got += ": the first answer, replayed for another body (the server ignores the body)"
+	case other.is4xx():
+		row.Verdict = Warn
+		row.Got += ": refused, but the draft says 422"
+	default:
+		row.Verdict = Fail
+		row.Got += ": another execution under a key already used"
+	}
+	if row.Verdict != Pass {
+		row.Evidence = evidence(first, other)
+	}
+	return []Row{row}
+}
+
+func inProgress(ctx context.Context, r *runner, prefer bool) []Row {
+	row := Row{ID: "in-progress", Title: "a duplicate while the first request is still running",
+		Expected: "409, or a wait that ends with the replay; never a second execution", Source: srcConcurrent}
+	var dupExtra []http.Header
+	if prefer {
+		row.ID = "in-progress-prefer-wait"
+		row.Title += fmt.Sprintf(", with Prefer: wait=%d", r.cfg.PreferWait)
+		dupExtra = []http.Header{{"Prefer": {fmt.Sprintf("wait=%d", r.cfg.PreferWait)}}}
+	}
+	if len(r.cfg.Slow) == 0 {
+		return row.skipped("no headers that make the handler slow: give -slow-H (idem-server: 'Chaos-Delay: 2s')")
+	}
+	key := r.cfg.NewKey()
+	c0, counted, _ := r.count(ctx)
+	written := make(chan struct{}, 1)
+	firstDone := make(chan *exchange, 1)
+	go func() {
+		firstDone <- r.send(ctx, reqOpts{keys: []string{key}, extra: []http.Header{r.cfg.Slow}, written: written})
+	}()
+	var first, dup *exchange
+	select {
+	case <-written:
+		if err := sleep(ctx, r.cfg.Grace); err != nil {
+			<-firstDone
+			row.Verdict, row.Got = Skip, "cut short: "+err.Error()
+			return []Row{row}
+		}
+		dup = r.send(ctx, reqOpts{keys: []string{key}, extra: append([]http.Header{r.cfg.Slow}, dupExtra...)})
+		first = <-firstDone
+	case first = <-firstDone: // it ended before it was written: no server
+	}
+	c1, ok1, _ := r.count(ctx)
+	counted = counted && ok1
+	if dup == nil {
+		row.Verdict, row.Got = Fail, "the first request got "+first.short()
+		row.Evidence = evidence(first)
+		return []Row{row}
+	}
+	row.Evidence = evidence(first, dup)
+	if first.failed() && dup.failed() {
+		row.Verdict, row.Got = Fail, fmt.Sprintf("both failed: %s and %s", first.short(), dup.short())
+		return []Row{row}
+	}
+	if !dup.start.Before(first.end) {
+		row.Verdict, row.Got, row.Evidence = Skip, "the first request was over before the duplicate was sent: the slow headers did not make it slow", nil
+		return []Row{row}
+	}
+	// Either may have reached the handler first: one is the execution, the
+	// other the duplicate.
+	exec, other := first, dup
+	if first.status == http.StatusConflict || first.replayed {
+		exec, other = dup, first
+	}
+	order := "the duplicate"
+	if exec == dup {
+		order = "the duplicate reached the handler first; the first request"
+	}
+	row.Got = fmt.Sprintf("execution %s; %s %s after %s", exec.short(), order, other.short(), other.elapsed().Round(10*time.Millisecond))
+	ignoredPrefer := prefer && other == dup && other.elapsed() > time.Duration(r.cfg.PreferWait+1)*time.Second
+	effects := c1 - c0
+	switch {
+	case counted && effects > 1:
+		row.Verdict = Fail
+		row.Got += fmt.Sprintf(": %d effects for one operation", effects)
+	case exec.failed():
+		row.Verdict = Fail
+		row.Got = fmt.Sprintf("the execution failed: %s (duplicate %s)", exec.short(), other.short())
+	case other.failed():
+		row.Verdict = Fail
+		row.Got += ": the duplicate failed"
+	case other.status == http.StatusConflict:
+		row.Verdict = Pass
+		if ra := other.header.Get("Retry-After"); ra != "" {
+			row.Got += ", Retry-After: " + ra
+		}
+	case other.replayed || sameAnswer(exec, other):
+		row.Verdict = Pass
+		row.Got += ": waited, then the replay"
+		if ignoredPrefer {
+			row.Verdict = Warn
+			row.Got += fmt.Sprintf(" (waited past Prefer: wait=%d; RFC 7240 lets a server ignore it)", r.cfg.PreferWait)
+		}
+		if counted && effects == 0 {
+			row.Verdict = Warn
+			row.Got += " (no effect counted: is the count the right one?)"
+		}
+	case other.is4xx():
+		row.Verdict = Warn
+		row.Got += ": refused, but the draft says 409"
+	default:
+		row.Verdict = Fail
+		row.Got += ": a second execution of the same operation"
+	}
+	if row.Verdict == Pass {
+		row.Evidence = nil
+	}
+	return []Row{row}
+}
+
+func serverError(ctx context.Context, r *runner) []Row {
+	row := Row{ID: "5xx-not-stored", Title: "a retry after the handler answered 5xx",
+		Expected: "the retry runs again (a stored 5xx: WARN, the server's choice)", Source: src5xx}
+	if len(r.cfg.Fail) == 0 {
+		return row.skipped("no headers that make the handler fail: give -fail-H (idem-server: 'Chaos-Fail: 500')")
+	}
+	key := r.cfg.NewKey()
+	failed := r.send(ctx, reqOpts{keys: []string{key}, extra: []http.Header{r.cfg.Fail}})
+	if !failed.is5xx() {
+		row.Verdict, row.Got = Skip, "the fail headers did not make it fail: "+failed.short()
+		row.Evidence = evidence(failed)
+		return []Row{row}
+	}
+	retry := r.send(ctx, reqOpts{keys: []string{key}})
+	row.Got = fmt.Sprintf("%s, then %s", failed.short(), retry.short())
+	row.Evidence = evidence(failed, retry)
+	switch {
+	case retry.err != nil:
+		row.Verdict = Fail
+	case retry.replayed || sameAnswer(failed, retry):
+		row.Verdict = Warn
+		row.Got += ": the 5xx is stored and replayed (the server's choice; a retry under this key never succeeds)"
+	case retry.status == http.StatusConflict:
+		row.Verdict = Fail
+		row.Got += ": the key stays in progress after the failure; no retry can succeed"
+	case retry.is5xx():
+		row.Verdict = Warn
+		row.Got += ": failed again"
+	case retry.status == http.StatusUnprocessableEntity:
+		row.Verdict = Fail
+		row.Got += ": the same request is refused as another body"
+	case retry.is4xx():
+		row.Verdict = Warn
+		row.Got += ": refused"
+	default:
+		row.Verdict, row.Evidence = Pass, nil
+		row.Got += ": not stored, the retry ran"
+	}
+	return []Row{row}
+}
+
+func scope(ctx context.Context, r *runner) []Row {
+	row := Row{ID: "scope", Title: "another principal sends the same key and body",
+		Expected: "its own execution: never the other's answer or cookies", Source: srcScope}
+	if len(r.cfg.OtherPrincipal) == 0 {
+		return row.skipped("no second principal: give -H2 with its credentials")
+	}
+	key := r.cfg.NewKey()
+	a := r.send(ctx, reqOpts{keys: []string{key}})
+	if a.failed() {
+		return row.skipped(firstFailed(a))
+	}
+	b := r.send(ctx, reqOpts{keys: []string{key}, extra: []http.Header{r.cfg.OtherPrincipal}})
+	row.Got = "the second principal got " + b.short()
+	row.Evidence = evidence(a, b)
+	cookies := a.header.Values("Set-Cookie")
+	leaked := ""
+	if b.ok() {
+		for _, c := range b.header.Values("Set-Cookie") {
+			if slices.Contains(cookies, c) {
+				leaked = c
+			}
+		}
+	}
+	switch {
+	case b.failed():
+		row.Verdict = Fail
+	case b.status == http.StatusUnauthorized || b.status == http.StatusForbidden:
+		row.Verdict = Skip
+		row.Got += ": its credentials were refused; check -H2"
+	case b.replayed:
+		row.Verdict = Fail
+		row.Got += ": a replay of the first principal's answer"
+	case leaked != "":
+		row.Verdict = Fail
+		row.Got += ": the first principal's cookie " + truncate([]byte(leaked), 60)
+	case sameAnswer(a, b):
+		// Byte-equal answers prove a leak only if the answers differ
+		// between principals: ask once with a key of the second's own.
+		c := r.send(ctx, reqOpts{keys: []string{r.cfg.NewKey()}, extra: []http.Header{r.cfg.OtherPrincipal}})
+		row.Evidence = evidence(a, b, c)
+		if sameAnswer(a, c) {
+			row.Verdict = Warn
+			row.Got += ": byte for byte the first principal's answer, but so is its own answer under a new key: cannot tell"
+		} else {
+			row.Verdict = Fail
+			row.Got += ": byte for byte the first principal's answer (its own, under a new key, differs)"
+		}
+	case b.status == http.StatusConflict || b.status == http.StatusUnprocessableEntity:
+		row.Verdict = Warn
+		row.Got += ": refused: keys are not scoped per principal (no leak, but one caller's key blocks another's)"
+	case b.is4xx():
+		row.Verdict = Warn
+		row.Got += ": refused"
+	default:
+		row.Verdict, row.Evidence = Pass, nil
+		row.Got += ": its own execution"
+	}
+	return []Row{row}
+}
+
+// invalidKeys are the malformed keys, each sent once.
+var invalidKeys = []struct {
+	id, what, source string
+	keys             func(fresh string) []string
+}{
+	{"invalid-key-too-long", "a key of 256 characters", srcTooLong,
+		func(string) []string { return []string{strings.Repeat("k", 256)} }},
+	{"invalid-key-blank", "a blank key", srcInvalid,
+		func(string) []string { return []string{""} }},
+	{"invalid-key-non-ascii", "a key with non-ASCII bytes (UTF-8)", srcNonASCII,
+		func(fresh string) []string { return []string{fresh + "-clé-ключ"} }},
+	{"invalid-key-malformed-sf", "a malformed Structured Field (an unterminated quote)", srcInvalid,
+		func(fresh string) []string { return []string{`"` + fresh} }},
+	{"invalid-key-two-lines", "two " + "Idempotency-Key lines with different keys", srcTwoLines,
+		func(fresh string) []string { return []string{fresh + "-a", fresh + "-b"} }},
+}
+
+func invalid(ctx context.Context, r *runner) []Row {
+	var rows []Row
+	for _, k := range invalidKeys {
+		row := Row{ID: k.id, Title: k.what, Expected: "4xx (processed: WARN); never 5xx", Source: k.source}
+		ex := r.send(ctx, reqOpts{keys: k.keys(r.cfg.NewKey())})
+		row.Got = ex.short()
+		switch {
+		case ex.failed():
+			row.Verdict = Fail
+			row.Got += ": an invalid key answered as a server error"
+		case ex.is4xx():
+			row.Verdict = Pass
+		default:
+			row.Verdict = Warn
+			row.Got += ": accepted and processed"
+		}
+		if row.Verdict != Pass {
+			row.Evidence = evidence(ex)
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+func quoted(ctx context.Context, r *runner) []Row {
+	q := Row{ID: "quoted-key", Title: `the draft's form, Idempotency-Key: "key", sent twice`,
+		Expected: "processed, then replayed", Source: srcQuoted}
+	raw := Row{ID: "quoted-same-as-raw", Title: `the same key unquoted after its quoted form`,
+		Expected: `the replay ("key" and key are one key; two keys: WARN)`, Source: srcQuotedRaw}
+	key := r.cfg.NewKey()
+	a := r.send(ctx, reqOpts{keys: []string{`"` + key + `"`}})
+	switch {
+	case a.failed():
+		q.Verdict, q.Got, q.Evidence = Fail, a.short()+": the draft's form is not processed", evidence(a)
+		return []Row{q, skipRow(raw.ID, raw.Title, raw.Expected, raw.Source, firstFailed(a))}
+	case !a.is2xx():
+		q.Verdict, q.Got, q.Evidence = Warn, a.short()+": the draft's form is refused", evidence(a)
+		return []Row{q, skipRow(raw.ID, raw.Title, raw.Expected, raw.Source, "the quoted form was refused")}
+	}
+	b := r.send(ctx, reqOpts{keys: []string{`"` + key + `"`}})
+	q.Got = fmt.Sprintf("%s, then %s", a.short(), b.short())
+	switch {
+	case b.failed():
+		q.Verdict, q.Evidence = Fail, evidence(a, b)
+	case b.replayed || sameAnswer(a, b):
+		q.Verdict = Pass
+	default:
+		q.Verdict, q.Evidence = Fail, evidence(a, b)
+		q.Got += ": the retry in the draft's form was not replayed"
+	}
+	c := r.send(ctx, reqOpts{keys: []string{key}})
+	raw.Got = c.short()
+	switch {
+	case c.failed():
+		raw.Verdict, raw.Evidence = Fail, evidence(a, c)
+	case c.replayed || sameAnswer(a, c):
+		raw.Verdict = Pass
+		raw.Got += ": the replay"
+	default:
+		raw.Verdict, raw.Evidence = Warn, evidence(a, c)
+		raw.Got += `: "key" and key are two keys: a client that changes form runs the operation twice`
+	}
+	return []Row{q, raw}
+}
+
+func expiry(ctx context.Context, r *runner) []Row {
+	row := Row{ID: "expiry", Title: "the same key after the TTL you gave",
+		Expected: "a new execution", Source: srcExpiry}
+	if r.cfg.TTL <= 0 {
+		return row.skipped("no TTL given: give -ttl with the server's documented expiry")
+	}
+	row.Expected = fmt.Sprintf("a new execution after %s + %s", r.cfg.TTL, r.cfg.TTLMargin)
+	key := r.cfg.NewKey()
+	a := r.send(ctx, reqOpts{keys: []string{key}})
+	if a.failed() {
+		return row.skipped(firstFailed(a))
+	}
+	if err := r.cfg.Sleep(ctx, r.cfg.TTL+r.cfg.TTLMargin); err != nil {
+		return row.skipped("the wait was cut short: " + err.Error())
+	}
+	b := r.send(ctx, reqOpts{keys: []string{key}})
+	row.Got = fmt.Sprintf("%s, then %s", a.short(), b.short())
+	row.Evidence = evidence(a, b)
+	switch {
+	case b.failed():
+		row.Verdict = Fail
+	case b.replayed || sameAnswer(a, b):
+		row.Verdict = Fail
+		row.Got += ": still replayed after the TTL"
+	case b.status == http.StatusConflict || b.status == http.StatusUnprocessableEntity:
+		row.Verdict = Fail
+		row.Got += ": the key is still held after the TTL"
+	default:
+		row.Verdict, row.Evidence = Pass, nil
+		row.Got += ": a new execution"
+	}
+	return []Row{row}
+}

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/idemkit/idem/cmd/idem-check/check"
+)
+
+// options are the parsed command line.
+type options struct {
+	cfg     check.Config
+	json    bool
+	junit   string
+	verbose bool
+}
+
+// errUsage marks a command line that cannot run: exit status 2.
+var errUsage = errors.New("usage")
+
+// headerList is a repeatable -H style flag: "Name: value".
+type headerList struct{ h http.Header }
+
+func (l *headerList) String() string { return "" }
+
+func (l *headerList) Set(s string) error {
+	name, value, ok := strings.Cut(s, ":")
+	if !ok {
+		return fmt.Errorf("%q: want 'Name: value'", s)
+	}
+	name = strings.TrimSpace(name)
+	if !validToken(name) {
+		return fmt.Errorf("%q: %q is not a header name", s, name)
+	}
+	value = strings.TrimSpace(value)
+	if strings.ContainsAny(value, "\r\n\x00") {
+		return fmt.Errorf("%q: a header value cannot hold CR, LF or NUL", s)
+	}
+	if l.h == nil {
+		l.h = http.Header{}
+	}
+	l.h.Add(name, value)
+	return nil
+}
+
+// validToken reports whether s is an RFC 9110 token (a field name).
+func validToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range []byte(s) {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// readBody reads a body flag: @file reads the file, anything else is the
+// body itself.
+func readBody(flagName, v string) ([]byte, error) {
+	if name, ok := strings.CutPrefix(v, "@"); ok {
+		if name == "" {
+			return nil, fmt.Errorf("-%s @: no file name after @", flagName)
+		}
+		b, err := os.ReadFile(name)
+		if err != nil {
+			return nil, fmt.Errorf("-%s %s: %w", flagName, v, err)
+		}
+		return b, nil
+	}
+	return []byte(v), nil
+}
+
+// checkURL wants an absolute http or https URL with a host.
+func checkURL(flagName, v string) error {
+	u, err := url.Parse(v)
+	if err != nil {
+		return fmt.Errorf("-%s %q: %v", flagName, v, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("-%s %q: want an http:// or https:// URL", flagName, v)
+	}
+	if u.Host == "" {
+		return fmt.Errorf("-%s %q: no host", flagName, v)
+	}
+	return nil
+}
+
+// parseFlags reads the command line. A bad one is an error wrapping
+// errUsage (flag.ErrHelp for -h), its message already written to stderr.
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	fs := flag.NewFlagSet("idem-check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		o                                   options
+		headers, other, slow, fail, effectH headerList
+		rawURL, method, body, body2         string
+		effectURL, effectJSON, effectCmd    string
+	)
+	fs.StringVar(&rawURL, "url", "", "the operation's URL (required); every request goes to it")
+	fs.StringVar(&method, "X", http.MethodPost, "the operation's method")
+	fs.StringVar(&body, "body", "", "the request body, or @file")
+	fs.StringVar(&body2, "body2", "", "another body for the mismatch row, or @file (default: derived from a JSON -body)")
+	fs.Var(&headers, "H", "a header sent on every request, 'Name: value' (repeatable): credentials, Content-Type")
+	fs.Var(&other, "H2", "a header of a second principal, replacing the -H of that name for the scope row (repeatable)")
+	fs.Var(&slow, "slow-H", "a header that makes the handler slow, for the in-progress rows (repeatable), e.g. 'Chaos-Delay: 2s'")
+	fs.Var(&fail, "fail-H", "a header that makes the handler answer 5xx, for the 5xx row (repeatable), e.g. 'Chaos-Fail: 500'")
+	fs.DurationVar(&o.cfg.TTL, "ttl", 0, "the server's key expiry, for the expiry row (it waits this long plus -ttl-margin; at most 1h)")
+	fs.DurationVar(&o.cfg.TTLMargin, "ttl-margin", time.Second, "added to -ttl before the expiry row's retry")
+	fs.StringVar(&o.cfg.KeyHeader, "key-header", "Idempotency-Key", "the key's header name")
+	fs.StringVar(&o.cfg.ReplayHeader, "replay-header", "Idempotent-Replayed", "the header that marks a replay")
+	fs.IntVar(&o.cfg.PreferWait, "prefer-wait", 1, "N of Prefer: wait=N in the second in-progress row")
+	fs.BoolVar(&o.cfg.Chaos, "chaos", false, "add the chaos rows: lost answers and concurrent duplicates through a loopback proxy (needs an effect)")
+	fs.IntVar(&o.cfg.Duplicates, "duplicates", 4, "concurrent same-key requests in the chaos rows (at most 32)")
+	fs.IntVar(&o.cfg.Operations, "operations", 2, "operations per chaos row (at most 20)")
+	fs.StringVar(&effectURL, "effect-url", "", "count effects with a GET of this URL (with -effect-json)")
+	fs.StringVar(&effectJSON, "effect-json", "", "the JSON path of the count in -effect-url's answer, e.g. count or data.total")
+	fs.Var(&effectH, "effect-H", "a header of the -effect-url GET (repeatable; default: the -H headers)")
+	fs.StringVar(&effectCmd, "effect-cmd", "", "count effects with a shell command: the integer it prints, or its exit status")
+	fs.DurationVar(&o.cfg.Timeout, "timeout", 30*time.Second, "bound of each request")
+	fs.BoolVar(&o.json, "json", false, "write the report as JSON instead of the table")
+	fs.StringVar(&o.junit, "junit", "", "also write the report as JUnit XML to this file")
+	fs.BoolVar(&o.verbose, "v", false, "show the requests and answers of every row, not only of FAIL and WARN")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: idem-check -url URL [-body @file] [-H 'Name: value']... [flags]\n\n"+
+			"Checks how one operation honours Idempotency-Key and prints a row per expectation.\n"+
+			"Exit status: 0 no FAIL, 1 a FAIL or an error, 2 a bad command line.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	fail2 := func(format string, a ...any) (*options, error) {
+		err := fmt.Errorf(format, a...)
+		fmt.Fprintf(stderr, "idem-check: %v (see idem-check -h)\n", err)
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return fail2("unexpected argument %q", fs.Arg(0))
+	}
+	if rawURL == "" {
+		return fail2("-url is required")
+	}
+	if err := checkURL("url", rawURL); err != nil {
+		return fail2("%v", err)
+	}
+	if !validToken(method) {
+		return fail2("-X %q is not a method", method)
+	}
+	var err error
+	if o.cfg.Body, err = readBody("body", body); err != nil {
+		return fail2("%v", err)
+	}
+	if o.cfg.OtherBody, err = readBody("body2", body2); err != nil {
+		return fail2("%v", err)
+	}
+	if body2 != "" && string(o.cfg.OtherBody) == string(o.cfg.Body) {
+		return fail2("-body2 is the same as -body")
+	}
+	if !validToken(o.cfg.KeyHeader) || !validToken(o.cfg.ReplayHeader) {
+		return fail2("-key-header and -replay-header must be header names")
+	}
+	if o.cfg.TTL < 0 || o.cfg.TTL > time.Hour {
+		return fail2("-ttl %v: want 0 (no expiry row) up to 1h", o.cfg.TTL)
+	}
+	if o.cfg.TTLMargin <= 0 {
+		return fail2("-ttl-margin %v: want a positive duration", o.cfg.TTLMargin)
+	}
+	if o.cfg.PreferWait < 1 {
+		return fail2("-prefer-wait %d: want at least 1", o.cfg.PreferWait)
+	}
+	if o.cfg.Duplicates < 2 || o.cfg.Duplicates > 32 {
+		return fail2("-duplicates %d: want 2 to 32", o.cfg.Duplicates)
+	}
+	if o.cfg.Operations < 1 || o.cfg.Operations > 20 {
+		return fail2("-operations %d: want 1 to 20", o.cfg.Operations)
+	}
+	if o.cfg.Timeout <= 0 {
+		return fail2("-timeout %v: want a positive duration", o.cfg.Timeout)
+	}
+	switch {
+	case effectURL != "" && effectCmd != "":
+		return fail2("give -effect-url or -effect-cmd, not both")
+	case effectURL != "":
+		if err := checkURL("effect-url", effectURL); err != nil {
+			return fail2("%v", err)
+		}
+		if effectJSON == "" {
+			return fail2("-effect-url needs -effect-json (the path of the count; . for the whole answer)")
+		}
+		h := effectH.h
+		if h == nil {
+			h = headers.h.Clone()
+		}
+		o.cfg.Effect = &check.EffectURL{URL: effectURL, Path: effectJSON, Header: h}
+	case effectCmd != "":
+		o.cfg.Effect = &check.EffectCommand{Name: "sh", Args: []string{"-c", effectCmd}}
+	case effectJSON != "" || effectH.h != nil:
+		return fail2("-effect-json and -effect-H need -effect-url")
+	}
+	if o.cfg.Chaos && o.cfg.Effect == nil {
+		return fail2("-chaos counts effects: give -effect-url with -effect-json, or -effect-cmd")
+	}
+	o.cfg.URL = rawURL
+	o.cfg.Method = method
+	o.cfg.Header = headers.h
+	o.cfg.OtherPrincipal = other.h
+	o.cfg.Slow = slow.h
+	o.cfg.Fail = fail.h
+	return &o, nil
+}

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out, errb bytes.Buffer
+	code = run(ctx, args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestBadCommandLines(t *testing.T) {
+	dir := t.TempDir()
+	body := filepath.Join(dir, "body.json")
+	if err := os.WriteFile(body, []byte(`{"a":1}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	u := "http://127.0.0.1:1/op"
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "-url is required"},
+		{[]string{"-url", "not a url"}, "want an http:// or https:// URL"},
+		{[]string{"-url", "ftp://host/x"}, "want an http:// or https:// URL"},
+		{[]string{"-url", "http:///nohost"}, "no host"},
+		{[]string{"-url", "http://[::1"}, "-url"},
+		{[]string{"-url", u, "-H", "no colon"}, "want 'Name: value'"},
+		{[]string{"-url", u, "-H", "bad name: v"}, "is not a header name"},
+		{[]string{"-url", u, "-H", ": v"}, "is not a header name"},
+		{[]string{"-url", u, "-H2", "Authorization Bearer x"}, "want 'Name: value'"},
+		{[]string{"-url", u, "-body", "@" + filepath.Join(dir, "missing.json")}, "no such file"},
+		{[]string{"-url", u, "-body", "@"}, "no file name after @"},
+		{[]string{"-url", u, "-body", "@" + body, "-body2", "@" + body}, "the same as -body"},
+		{[]string{"-url", u, "-ttl", "-1s"}, "-ttl"},
+		{[]string{"-url", u, "-ttl", "2h"}, "up to 1h"},
+		{[]string{"-url", u, "-duplicates", "1"}, "want 2 to 32"},
+		{[]string{"-url", u, "-operations", "0"}, "want 1 to 20"},
+		{[]string{"-url", u, "-timeout", "0s"}, "-timeout"},
+		{[]string{"-url", u, "-X", "PO ST"}, "is not a method"},
+		{[]string{"-url", u, "-chaos"}, "-chaos counts effects"},
+		{[]string{"-url", u, "-effect-url", "http://127.0.0.1:1/count"}, "needs -effect-json"},
+		{[]string{"-url", u, "-effect-json", "count"}, "need -effect-url"},
+		{[]string{"-url", u, "-effect-url", "x", "-effect-json", "count"}, "-effect-url"},
+		{[]string{"-url", u, "-effect-url", "http://h/c", "-effect-json", "c", "-effect-cmd", "echo 1"}, "not both"},
+		{[]string{"-url", u, "extra"}, `unexpected argument "extra"`},
+		{[]string{"-nosuchflag"}, "flag provided but not defined"},
+	} {
+		code, stdout, stderr := runCmd(t, tc.args...)
+		if code != 2 || !strings.Contains(stderr, tc.want) || stdout != "" {
+			t.Errorf("idem-check %q: status %d, stderr %q, stdout %q; want 2 and %q", tc.args, code, stderr, stdout, tc.want)
+		}
+	}
+	if code, _, stderr := runCmd(t, "-h"); code != 0 || !strings.Contains(stderr, "usage: idem-check") {
+		t.Errorf("-h: status %d, stderr %q", code, stderr)
+	}
+}
+
+// tinyServer is a minimal, correct idempotency layer for the command's
+// tests: one key, one stored answer, scoped by Authorization.
+func tinyServer(t *testing.T, flawed bool) *httptest.Server {
+	var mu sync.Mutex
+	stored := map[string][]byte{}
+	bodies := map[string]string{}
+	n := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("Idempotency-Key")
+		vals := r.Header.Values("Idempotency-Key")
+		if len(vals) != 1 || key == "" || len(key) > 255 || strings.ContainsAny(key, "\"é") || !isASCII(key) {
+			http.Error(w, "bad key", http.StatusBadRequest)
+			return
+		}
+		if flawed {
+			key = "global" // every key is one: replays across principals and bodies
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		id := r.Header.Get("Authorization") + "|" + key
+		body, _ := io.ReadAll(r.Body)
+		if b, ok := stored[id]; ok {
+			if bodies[id] != string(body) && !flawed {
+				http.Error(w, "another body", http.StatusUnprocessableEntity)
+				return
+			}
+			w.Header().Set("Idempotent-Replayed", "true")
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write(b)
+			return
+		}
+		n++
+		b := fmt.Appendf(nil, `{"n":%d}`, n)
+		stored[id], bodies[id] = b, string(body)
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write(b)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func isASCII(s string) bool {
+	for _, c := range []byte(s) {
+		if c < 0x21 || c > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+func TestExitStatusAndOutputs(t *testing.T) {
+	good, flawed := tinyServer(t, false), tinyServer(t, true)
+	for _, tc := range []struct {
+		name string
+		url  string
+		code int
+	}{
+		{"no FAIL", good.URL, 0},
+		{"a FAIL", flawed.URL, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			junit := filepath.Join(t.TempDir(), "report.xml")
+			args := []string{"-url", tc.url, "-body", `{"amount":1}`, "-H", "Authorization: Bearer a",
+				"-H2", "Authorization: Bearer b", "-junit", junit}
+			code, stdout, stderr := runCmd(t, args...)
+			if code != tc.code {
+				t.Fatalf("status %d, want %d\n%s\n%s", code, tc.code, stdout, stderr)
+			}
+			if !strings.Contains(stderr, "sending at most 24 requests, all to POST "+tc.url) {
+				t.Errorf("stderr does not announce the bound: %q", stderr)
+			}
+			if !strings.Contains(stdout, "VERDICT  CHECK") || !strings.Contains(stdout, "draft-07") {
+				t.Errorf("no table with its sources:\n%s", stdout)
+			}
+			data, err := os.ReadFile(junit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var suite struct {
+				Tests    int `xml:"tests,attr"`
+				Failures int `xml:"failures,attr"`
+				Cases    []struct {
+					Name    string    `xml:"name,attr"`
+					Failure *struct{} `xml:"failure"`
+				} `xml:"testcase"`
+			}
+			if err := xml.Unmarshal(data, &suite); err != nil {
+				t.Fatalf("JUnit XML: %v\n%s", err, data)
+			}
+			if suite.Tests != len(suite.Cases) || suite.Tests < 20 || (suite.Failures > 0) != (tc.code == 1) {
+				t.Errorf("JUnit: %d tests, %d cases, %d failures", suite.Tests, len(suite.Cases), suite.Failures)
+			}
+
+			code, stdout, _ = runCmd(t, append(args[:len(args)-2], "-json")...)
+			var rep struct {
+				Budget, Sent int
+				Rows         []struct{ ID, Verdict, Source string }
+			}
+			if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+				t.Fatalf("-json: %v\n%s", err, stdout)
+			}
+			if code != tc.code || rep.Sent == 0 || rep.Sent > rep.Budget || len(rep.Rows) < 20 || rep.Rows[0].Source == "" {
+				t.Errorf("-json: status %d, %+v", code, rep)
+			}
+		})
+	}
+}
+
+func TestEffectCommandFlag(t *testing.T) {
+	srv := tinyServer(t, false)
+	code, stdout, stderr := runCmd(t, "-url", srv.URL, "-body", `{"amount":1}`, "-effect-cmd", "echo 0", "-v")
+	if !strings.Contains(stderr, "effect counts (command sh -c echo 0)") {
+		t.Errorf("stderr: %q", stderr)
+	}
+	// The count never moves: the effect rows say so rather than pass.
+	if code != 0 || !strings.Contains(stdout, "WARN     replay-effect") {
+		t.Errorf("status %d:\n%s", code, stdout)
+	}
+}
