@@ -123,18 +123,25 @@ func (o *operation) attemptBound(now time.Time) (time.Duration, bool) {
 	return left, true
 }
 
-// attemptRequest returns the request of the next attempt: the caller's own
-// when nothing needs to change (an unkeyed request whose first attempt needs
-// no bound of ours: the hot path), otherwise a shallow copy with the
-// attempt's context, the key and Prefer headers and the attempt's body. limit
+// attemptRequest returns the request of the next attempt: a shallow copy of
+// the caller's with the attempt's context (carrying its AttemptInfo), the key
+// and Prefer headers and the attempt's body. limit
 // is how long the attempt may wait for its answer.
 func (o *operation) attemptRequest(ctx context.Context, nextBody io.ReadCloser, limit time.Duration) *http.Request {
 	first := o.attempts == 1
 	keyed := o.key != ""
-	if ctx == o.ctx && first && !keyed && o.body.sendsCallersBody(o.req) {
-		return o.req
-	}
-	r := o.req.WithContext(ctx)
+	actx := &attemptContext{Context: ctx, info: AttemptInfo{
+		Number: o.attempts,
+		Reason: o.nextReason,
+		Wait:   o.waited,
+		Poll:   o.polling,
+		Key:    o.key,
+		Status: o.last.status,
+		Err:    o.last.err,
+
+		RetryAfter: o.last.retryAfter,
+	}}
+	r := o.req.WithContext(actx)
 	if keyed {
 		r.Header = o.keyedHeader(limit)
 	}

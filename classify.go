@@ -41,12 +41,30 @@ func (r Reason) String() string {
 	return "unknown"
 }
 
+// name returns the reason as AttemptInfo.Reason names it.
+func (r Reason) name() string {
+	switch r {
+	case ReasonTransportError:
+		return reasonNetwork
+	case ReasonAttemptTimeout:
+		return reasonAttemptTimeout
+	case ReasonStatus:
+		return reasonStatus
+	case ReasonInProgress:
+		return reasonInProgress
+	}
+	return ""
+}
+
 // outcome is what one attempt came to, as classify sees it: a status, or a
 // transport error (err), or a time-out of the attempt's own bound.
 type outcome struct {
 	status   int   // the response's status code; 0 when there was no response
 	err      error // the next RoundTripper's error
 	timedOut bool  // the attempt's bound (WithAttemptTimeout or the cap) cut it
+	// fresh: the first attempt under a key generated for this operation. No
+	// server can have that key in progress, so its 409 is a real conflict.
+	fresh bool
 }
 
 // refusal says why an outcome is not retried.
@@ -95,7 +113,7 @@ func classify(method string, keyed, retryUnsent bool, out outcome) (Reason, refu
 		http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 		r = ReasonStatus
 	case http.StatusConflict:
-		if keyed {
+		if keyed && !out.fresh {
 			r = ReasonInProgress
 		}
 	}

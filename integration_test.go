@@ -161,11 +161,11 @@ func TestSlowHandlerAttemptTimeout(t *testing.T) {
 		_, _ = io.WriteString(w, "ok")
 	})
 	defer close(done)
-	var events []RetryEvent
+	var events []AttemptInfo
 	// On a loaded machine a quick answer can still miss a short timeout: allow
 	// for more attempts; the first must have been cut.
 	tr := NewTransport(newHTTPTransport(t), noWait(), WithAttemptTimeout(300*time.Millisecond), WithMaxAttempts(10),
-		WithOnRetry(func(e RetryEvent) { events = append(events, e) }))
+		WithOnRetry(func(_ context.Context, e AttemptInfo) { events = append(events, e) }))
 	resp, err := tr.RoundTrip(mustRequest(t, context.Background(), http.MethodPut, srv.URL, "body"))
 	if err != nil {
 		t.Fatal(err)
@@ -173,7 +173,7 @@ func TestSlowHandlerAttemptTimeout(t *testing.T) {
 	if got := readAll(t, resp); got != "ok" {
 		t.Errorf("body %q", got)
 	}
-	if len(events) == 0 || events[0].Reason != ReasonAttemptTimeout || events[0].Attempt != 1 {
+	if len(events) == 0 || events[0].Reason != "attempt-timeout" || events[0].Number != 2 {
 		t.Errorf("events %+v", events)
 	}
 }
@@ -347,7 +347,7 @@ func TestRetryUnsentDialError(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			attempts := 1
-			opts := append([]Option{noWait(), WithMaxAttempts(3), WithOnRetry(func(RetryEvent) { attempts++ })}, tt.opts...)
+			opts := append([]Option{noWait(), WithMaxAttempts(3), WithOnRetry(func(context.Context, AttemptInfo) { attempts++ })}, tt.opts...)
 			tr := NewTransport(newHTTPTransport(t), opts...)
 			_, err := tr.RoundTrip(mustRequest(t, context.Background(), http.MethodPost, url, "body"))
 			e := asError(t, err)

@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"context"
 	"log/slog"
 	"strconv"
 	"time"
@@ -26,7 +27,8 @@ type config struct {
 	keyGen         func() string
 	quotedKeys     bool // write keys as Structured Field strings
 	budget         *Budget
-	onRetry        func(RetryEvent)
+	onRetry        func(context.Context, AttemptInfo)
+	onDone         []func(context.Context, Report)
 	retryUnsent    bool
 	bodyLimit      int64
 	logger         *slog.Logger
@@ -162,9 +164,11 @@ func WithRetryBudget(b *Budget) Option {
 }
 
 // WithOnRetry sets a function called just before the Transport waits for a
-// retry, on the goroutine of RoundTrip. It must not block for long. It panics if
-// fn is nil.
-func WithOnRetry(fn func(RetryEvent)) Option {
+// retry, on the goroutine of RoundTrip, with the request's context and the
+// AttemptInfo of the retry (its Wait is the wait about to start; Status and
+// Err say what the failed attempt came to). It must not block for long. It
+// panics if fn is nil.
+func WithOnRetry(fn func(ctx context.Context, next AttemptInfo)) Option {
 	if fn == nil {
 		optionPanic("WithOnRetry", "fn must not be nil")
 	}

@@ -2,31 +2,12 @@ package idem
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"time"
 )
-
-// RetryEvent describes a retry about to be made; WithOnRetry receives it.
-type RetryEvent struct {
-	// Attempt is the number of the attempt that failed (1 for the first).
-	Attempt int
-	// Key is the operation's idempotency key ("" if it has none).
-	Key string
-	// Method and URL are the request's (the URL without its password).
-	Method, URL string
-	// StatusCode is the failed attempt's status, or 0 if it ended in Err.
-	StatusCode int
-	// Err is the failed attempt's transport error, or nil if it got a response.
-	Err error
-	// Delay is the wait chosen before the next attempt.
-	Delay time.Duration
-	// RetryAfter is the wait the server asked for with Retry-After, or 0.
-	RetryAfter time.Duration
-	// Reason says why the attempt is retried.
-	Reason Reason
-}
 
 // maxSpread bounds the random spread added to a wait the server named.
 const maxSpread = time.Second
@@ -55,6 +36,14 @@ type operation struct {
 	lastChance bool          // the attempt made is the last one that fitted after a 409
 	lastStatus int           // the status of the latest response, 0 before any
 	last       attemptResult // the latest attempt's
+
+	// What the next attempt's AttemptInfo and the Report say.
+	nextReason    string        // why the next attempt is made, "" for the first
+	waited        time.Duration // the wait before the next attempt
+	stop          string        // why the operation ended (Report.Stop)
+	budgetRefused bool
+	hostHold      time.Duration // waited for host holds
+	holdPart      time.Duration // of the wait nextWait chose, the part a host hold added
 }
 
 func newOperation(t *Transport, cfg *config, req *http.Request, key, header string) operation {
@@ -78,7 +67,8 @@ func (o *operation) run() (*http.Response, error) {
 	// Read a body without GetBody into memory, so that it can be sent again.
 	var err error
 	if o.body, err = newReplayBody(o.ctx, o.req, cfg.bodyLimit, mayRetry); err != nil {
-		return nil, &Error{Key: o.key, LastErr: err, detail: "reading the request body"}
+		o.stop = o.contextStop(stopNotRetryable)
+		return nil, &Error{Key: o.key, LastErr: err, detail: "reading the request body", timeout: o.stop == stopDeadline}
 	}
 	cfg.budget.recordRequest(o.start)
 	if keyed && mayRetry && cfg.attemptTimeout > 0 && o.body.replayable() {
@@ -88,6 +78,7 @@ func (o *operation) run() (*http.Response, error) {
 	// A host held back by the budget is waited for, even before a first attempt.
 	if detail, cause := o.waitForHost(); cause != nil {
 		o.body.close(o.req)
+		o.stop = o.contextStop(stopHostHold)
 		return nil, o.fail(cause, detail)
 	}
 
@@ -100,6 +91,7 @@ func (o *operation) run() (*http.Response, error) {
 				_ = nextBody.Close()
 			}
 			o.last.resp = nil
+			o.stop = stopDeadline
 			return nil, o.fail(ErrExhausted, "no time left under "+o.deadlineName())
 		}
 
@@ -114,10 +106,12 @@ func (o *operation) run() (*http.Response, error) {
 		// once with its cause. (A response that came is still judged below;
 		// the wait before a retry ends at once anyway.)
 		if res.resp == nil && o.ctx.Err() != nil {
+			o.stop = o.contextStop("")
 			return nil, o.fail(context.Cause(o.ctx), "")
 		}
 
 		// May this outcome be repeated at all?
+		res.fresh = o.newKey && o.attempts == 1
 		reason, why := classify(o.req.Method, keyed, cfg.retryUnsent, res.outcome)
 		if o.body.mismatch {
 			// A body that is not its ContentLength: net/http's error, as it is.
@@ -125,11 +119,13 @@ func (o *operation) run() (*http.Response, error) {
 		}
 		if reason == 0 {
 			o.last.refusal = why
+			o.stop = stopNotRetryable
 			return o.finish(nil, "")
 		}
 
 		// The last attempt that fitted after a 409 was made.
 		if o.lastChance {
+			o.stop = stopDeadline
 			return o.finish(ErrExhausted, "the last attempt that fitted before "+o.deadlineName()+" was made")
 		}
 		// Every attempt is used. A 409 in progress is a poll for an answer
@@ -141,15 +137,18 @@ func (o *operation) run() (*http.Response, error) {
 		}
 		o.polling = inProgress
 		if o.attempts-o.polls >= cfg.maxAttempts || o.polls > maxPolls {
+			o.stop = stopExhausted
 			return o.finish(ErrExhausted, "all attempts used")
 		}
 		// The body cannot be sent again.
 		if !o.body.replayable() {
+			o.stop = stopNotRetryable
 			return o.finish(ErrBodyNotReplayable, "")
 		}
 		// The server asks for more than we wait (after a 409, the deadline
 		// decides instead, below).
 		if res.hasRetryAfter && res.retryAfter > cfg.maxRetryAfter && !inProgress {
+			o.stop = stopExhausted
 			return o.finish(ErrExhausted, "Retry-After "+res.retryAfter.String()+" exceeds WithMaxRetryAfter")
 		}
 		// The next wait would end past the cap or the caller's deadline. After
@@ -166,19 +165,23 @@ func (o *operation) run() (*http.Response, error) {
 		case inProgress && wait >= left:
 			last, ok := o.lastAttemptWait(left)
 			if !ok {
+				o.stop = stopDeadline
 				return o.finish(ErrExhausted, "the next wait of "+wait.String()+" would end past "+o.deadlineName())
 			}
 			wait, o.lastChance = last, true
 		case !now.Add(wait).Before(o.deadline):
+			o.stop = stopDeadline
 			return o.finish(ErrExhausted, "the next wait of "+wait.String()+" would end past "+o.deadlineName())
 		}
 		// The shared budget refuses the retry.
 		if !cfg.budget.tryRetry(now) {
+			o.stop, o.budgetRefused = stopBudget, true
 			return o.finish(ErrBudgetExhausted, "")
 		}
 		// GetBody fails: the body cannot be sent again after all.
 		if nextBody, err = o.body.next(o.req); err != nil {
 			cfg.budget.refund(now)
+			o.stop = stopNotRetryable
 			return o.finish(&wrapError{sentinel: ErrBodyNotReplayable, err: err}, "")
 		}
 
@@ -186,6 +189,7 @@ func (o *operation) run() (*http.Response, error) {
 		// discarded body may take at most half the time that would be left
 		// after the wait, so the next attempt still has time.
 		o.notify(wait, reason)
+		o.hostHold += o.holdPart
 		discard(res.resp, now.Add(o.deadline.Sub(now.Add(wait))/2))
 		werr := o.sleep(wait)
 		detail := ""
@@ -202,10 +206,15 @@ func (o *operation) run() (*http.Response, error) {
 				return o.late.result(), nil // an earlier attempt answered (see late.go)
 			}
 			o.last.resp = nil
+			o.stop = o.contextStop(stopHostHold)
 			return nil, o.fail(werr, detail)
 		}
 	}
 }
+
+// pollInterval bounds the wait before a poll after a keyed 409 without
+// Retry-After: the wait is drawn from [pollInterval/2, pollInterval).
+const pollInterval = time.Second
 
 // maxPolls bounds the retries after a 409 in progress in one operation.
 const maxPolls = 10
@@ -234,6 +243,19 @@ func (o *operation) lastAttemptWait(left time.Duration) (time.Duration, bool) {
 	return left - worth, true
 }
 
+// contextStop returns the Report.Stop of an operation that ends on an error
+// other than ErrExhausted: "canceled" or "deadline" when the caller's context
+// is done, otherwise other.
+func (o *operation) contextStop(other string) string {
+	switch err := o.ctx.Err(); {
+	case err == nil:
+		return other
+	case errors.Is(err, context.DeadlineExceeded):
+		return stopDeadline
+	}
+	return stopCanceled
+}
+
 // deadlineName names what bounds the operation: the cap or the caller's deadline.
 func (o *operation) deadlineName() string {
 	if o.deadline.Before(o.capAt) {
@@ -252,16 +274,21 @@ func (o *operation) nextWait(now time.Time, retryAfter time.Duration) time.Durat
 	}
 	wait := o.bo.NextBackOff()
 	switch {
-	case retryAfter > 0 && o.key != "" && o.lastStatus == http.StatusConflict:
+	case o.key != "" && o.last.status == http.StatusConflict && retryAfter > 0:
 		// A keyed 409 is a poll, not a failure: the server named when its
 		// answer will be ready, and backing off past that only delays it.
 		wait = retryAfter + o.spread(retryAfter)
+	case o.key != "" && o.last.status == http.StatusConflict:
+		// Without a Retry-After the answer may exist already: poll soon.
+		wait = pollInterval/2 + scaleDuration(pollInterval/2, o.t.random())
 	case retryAfter > 0:
 		wait = max(wait, retryAfter+o.spread(retryAfter))
 	}
+	o.holdPart = 0
 	if until := cfg.budget.heldUntil(o.req.URL.Host, now); !until.IsZero() {
 		if h := until.Sub(now); h > wait {
-			wait = h + o.spread(h)
+			held := h + o.spread(h)
+			o.holdPart, wait = held-wait, held
 		}
 	}
 	return wait
@@ -291,6 +318,7 @@ func (o *operation) waitForHost() (detail string, cause error) {
 	if !now.Add(wait).Before(o.deadline) {
 		return "held for " + h.String(), ErrHostCoolingDown
 	}
+	o.hostHold += wait
 	return "", o.sleep(wait)
 }
 
@@ -336,6 +364,7 @@ func (o *operation) fail(cause error, detail string) *Error {
 		Cause:      cause,
 		detail:     detail,
 		refusal:    o.last.refusal,
+		timeout:    o.stop == stopDeadline,
 	}
 	if l := o.cfg.logger; l != nil {
 		l.LogAttrs(o.ctx, slog.LevelWarn, "idem: giving up",
@@ -351,40 +380,42 @@ func (o *operation) fail(cause error, detail string) *Error {
 // notify reports a retry to WithOnRetry and WithLogger.
 func (o *operation) notify(wait time.Duration, reason Reason) {
 	cfg := o.cfg
+	o.nextReason, o.waited = reason.name(), wait
 	if cfg.onRetry == nil && cfg.logger == nil {
 		return
 	}
-	ev := RetryEvent{
-		Attempt:    o.attempts,
-		Key:        o.key,
-		Method:     o.req.Method,
-		URL:        o.req.URL.Redacted(),
-		Err:        o.last.err,
-		Delay:      wait,
+	next := AttemptInfo{
+		Number: o.attempts + 1,
+		Reason: o.nextReason,
+		Wait:   wait,
+		Poll:   o.polling,
+		Key:    o.key,
+		Status: o.last.status,
+		Err:    o.last.err,
+
 		RetryAfter: o.last.retryAfter,
-		Reason:     reason,
-		StatusCode: o.last.status,
-	}
-	if ev.Method == "" {
-		ev.Method = http.MethodGet
 	}
 	if cfg.onRetry != nil {
-		cfg.onRetry(ev)
+		cfg.onRetry(o.ctx, next)
 	}
 	if cfg.logger != nil {
+		method := o.req.Method
+		if method == "" {
+			method = http.MethodGet
+		}
 		attrs := []slog.Attr{
-			slog.Int("attempt", ev.Attempt),
-			slog.String("method", ev.Method),
-			slog.String("url", ev.URL),
-			slog.String("key", ev.Key),
-			slog.String("reason", reason.String()),
+			slog.Int("attempt", o.attempts),
+			slog.String("method", method),
+			slog.String("url", o.req.URL.Redacted()),
+			slog.String("key", o.key),
+			slog.String("reason", next.Reason),
 			slog.Duration("delay", wait),
 		}
-		if ev.StatusCode != 0 {
-			attrs = append(attrs, slog.Int("status", ev.StatusCode))
+		if next.Status != 0 {
+			attrs = append(attrs, slog.Int("status", next.Status))
 		}
-		if ev.Err != nil {
-			attrs = append(attrs, slog.String("error", ev.Err.Error()))
+		if next.Err != nil {
+			attrs = append(attrs, slog.String("error", next.Err.Error()))
 		}
 		cfg.logger.LogAttrs(o.ctx, slog.LevelInfo, "idem: retrying", attrs...)
 	}

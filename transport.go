@@ -98,11 +98,19 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	key, header, generated, err := cfg.resolveKey(req)
 	if err != nil {
 		closeRequestBody(req)
-		return nil, &Error{Key: key, Cause: err}
+		e := &Error{Key: key, Cause: err}
+		if len(cfg.onDone) > 0 {
+			cfg.done(req, Report{Key: key, Err: e, Stop: stopInvalidKey})
+		}
+		return nil, e
 	}
 	o := newOperation(t, cfg, req, key, header)
 	o.newKey = generated
-	return o.settle(o.run())
+	resp, err := o.settle(o.run())
+	if len(cfg.onDone) > 0 {
+		cfg.done(req, o.report(resp, err))
+	}
+	return resp, err
 }
 
 // wellFormed reports whether req is an http or https request that idem can

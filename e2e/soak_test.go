@@ -60,7 +60,7 @@ func newSoakClient() *soakClient {
 		idem.WithBackoff(5*time.Millisecond, 50*time.Millisecond),
 		idem.WithAttemptTimeout(3*time.Second),
 		idem.WithMaxElapsed(soakCap),
-		idem.WithOnRetry(func(ev idem.RetryEvent) {
+		idem.WithOnRetry(func(_ context.Context, ev idem.AttemptInfo) {
 			c.mu.Lock()
 			c.retries[ev.Key]++
 			c.mu.Unlock()

@@ -52,7 +52,7 @@ func TestTransientFaults(t *testing.T) {
 		name         string
 		toxic        toxic
 		opts         []idem.Option
-		reason       idem.Reason
+		reason       string
 		wantReplayed bool // the server executed the first attempt
 		// The first attempt, keyed, goes on past its time-out: its own 201
 		// (once the toxic is gone) or the retry's replay may come first.
@@ -62,7 +62,7 @@ func TestTransientFaults(t *testing.T) {
 			name:         "latency past the attempt timeout",
 			toxic:        toxic{Type: "latency", Stream: "downstream", Attributes: map[string]any{"latency": 5000}},
 			opts:         []idem.Option{idem.WithAttemptTimeout(300 * time.Millisecond)},
-			reason:       idem.ReasonAttemptTimeout,
+			reason:       "attempt-timeout",
 			eitherAnswer: true,
 		},
 		{
@@ -71,25 +71,25 @@ func TestTransientFaults(t *testing.T) {
 			name:         "request swallowed (timeout toxic)",
 			toxic:        toxic{Type: "timeout", Stream: "upstream", Attributes: map[string]any{"timeout": 0}},
 			opts:         []idem.Option{idem.WithAttemptTimeout(300 * time.Millisecond)},
-			reason:       idem.ReasonAttemptTimeout,
+			reason:       "attempt-timeout",
 			wantReplayed: false,
 		},
 		{
 			name:         "connection reset before the request reaches the server",
 			toxic:        toxic{Type: "reset_peer", Stream: "upstream", Attributes: map[string]any{"timeout": 0}},
-			reason:       idem.ReasonTransportError,
+			reason:       "network",
 			wantReplayed: false,
 		},
 		{
 			name:         "connection reset when the response comes back",
 			toxic:        toxic{Type: "reset_peer", Stream: "downstream", Attributes: map[string]any{"timeout": 0}},
-			reason:       idem.ReasonTransportError,
+			reason:       "network",
 			wantReplayed: true,
 		},
 		{
 			name:         "response cut in its headers (limit_data)",
 			toxic:        toxic{Type: "limit_data", Stream: "downstream", Attributes: map[string]any{"bytes": 12}},
-			reason:       idem.ReasonTransportError,
+			reason:       "network",
 			wantReplayed: true,
 		},
 	}

@@ -71,7 +71,7 @@ func newClient(retries *atomic.Int64) *http.Client {
 		idem.WithBackoff(5*time.Millisecond, 50*time.Millisecond), // short: the test stays fast
 		idem.WithAttemptTimeout(time.Second),
 		idem.WithMaxElapsed(opCap),
-		idem.WithOnRetry(func(idem.RetryEvent) { retries.Add(1) }),
+		idem.WithOnRetry(func(context.Context, idem.AttemptInfo) { retries.Add(1) }),
 	)}
 }
 
