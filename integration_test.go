@@ -109,7 +109,6 @@ func TestHijackedConnection(t *testing.T) {
 		{"GET retried", http.MethodGet, nil, 2},
 		{"keyed POST retried", http.MethodPost, nil, 2},
 		{"unkeyed POST not retried", http.MethodPost, []Option{WithAutoKeys(false)}, 1},
-		{"unkeyed POST not retried even with RetryUnsent", http.MethodPost, []Option{WithAutoKeys(false), WithRetryUnsent()}, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -342,7 +341,6 @@ func TestRetryUnsentDialError(t *testing.T) {
 		want int
 	}{
 		{"default", []Option{WithAutoKeys(false)}, 1},
-		{"RetryUnsent", []Option{WithAutoKeys(false), WithRetryUnsent()}, 3},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

@@ -3,6 +3,7 @@ package idem
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -29,7 +30,7 @@ type config struct {
 	budget         *Budget
 	onRetry        func(context.Context, AttemptInfo)
 	onDone         []func(context.Context, Report)
-	retryUnsent    bool
+	retryIf        func(resp *http.Response, err error, retryable bool) bool
 	bodyLimit      int64
 	logger         *slog.Logger
 }
@@ -175,11 +176,22 @@ func WithOnRetry(fn func(ctx context.Context, next AttemptInfo)) Option {
 	return func(c *config) { c.onRetry = fn }
 }
 
-// WithRetryUnsent lets the Transport retry a POST or PATCH that has no key when
-// the connection provably never opened (a dial error), so the server cannot have
-// seen the request. Off by default.
-func WithRetryUnsent() Option {
-	return func(c *config) { c.retryUnsent = true }
+// WithRetryIf lets fn change which answers are retried. After each attempt
+// the Transport calls fn with the response (its headers only: fn must not
+// read or close the body) or the transport error (context.DeadlineExceeded
+// for an attempt cut by WithAttemptTimeout), and retryable, what the
+// Transport's own rules say; fn returns whether to retry. It may add answers
+// (a 425 or 520 that an API uses for "try again") or refuse retries; it
+// cannot make a request repeat that may not be (a POST or PATCH without a key
+// is sent once whatever fn says), and the other bounds (attempts, the cap,
+// the budget, the body) still apply. fn runs on the goroutine of RoundTrip,
+// or of a late attempt, and must be safe for concurrent use. It panics if fn
+// is nil.
+func WithRetryIf(fn func(resp *http.Response, err error, retryable bool) bool) Option {
+	if fn == nil {
+		optionPanic("WithRetryIf", "fn must not be nil")
+	}
+	return func(c *config) { c.retryIf = fn }
 }
 
 // WithBodyBufferLimit sets how many bytes of a request body without GetBody are

@@ -178,12 +178,9 @@ func TestRetryAfter(t *testing.T) {
 func TestRetryAfterSpreadBounds(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		tr := NewTransport(&fakeRT{})
 		for _, r := range []float64{0, 0.25, 0.999999999, 1} {
-			tr.rand = func() float64 { return r }
-			o := &operation{t: tr}
 			for _, d := range []time.Duration{0, time.Millisecond, time.Second, 10 * time.Second, time.Hour} {
-				s := o.spread(d)
+				s := spread(d, r)
 				limit := min(time.Second, d/10)
 				if s < 0 || (limit > 0 && s >= limit) || (limit == 0 && s != 0) {
 					t.Errorf("spread(%v) with r=%v = %v, want in [0, %v)", d, r, s, limit)
