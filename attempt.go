@@ -43,7 +43,7 @@ func keyedHeader(src http.Header, key string, prefer bool, limit time.Duration) 
 	vals := make([]string, 0, 2) // backs the key's and Prefer's new values
 	if key != "" {
 		vals = append(vals, key)
-		h[HeaderIdempotencyKey] = vals[0:1:1]
+		h[headerKeyName] = vals[0:1:1]
 	}
 	if prefer && !prefersWait(src) {
 		vals = append(vals, "wait="+strconv.FormatInt(int64(preferWait(limit)/time.Second), 10))

@@ -46,7 +46,7 @@ func BenchmarkTransport(b *testing.B) {
 		}
 		req.Header.Set("Content-Type", "application/json")
 		if withKey {
-			req.Header.Set(HeaderIdempotencyKey, key)
+			req.Header.Set(headerKeyName, key)
 		}
 		resp, err := rt.RoundTrip(req)
 		if err != nil {
@@ -150,7 +150,7 @@ func TestHotPathAllocs(t *testing.T) {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://x/", bytes.NewReader([]byte("{}")))
 			req.Header.Set("Content-Type", "application/json")
 			if tc.key {
-				req.Header.Set(HeaderIdempotencyKey, "k-123")
+				req.Header.Set(headerKeyName, "k-123")
 			}
 			allocs := testing.AllocsPerRun(100, func() {
 				r, err := tr.RoundTrip(req)
@@ -175,7 +175,7 @@ func BenchmarkTransportOverhead(b *testing.B) {
 	resp := &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody}
 	next := roundTripFunc(func(*http.Request) (*http.Response, error) { return resp, nil })
 	req, _ := http.NewRequest(http.MethodPost, "http://x/payments", bytes.NewReader([]byte("{}")))
-	req.Header.Set(HeaderIdempotencyKey, "6f1c1f0e-8a8e-4c4e-9a43-2b1d3c4e5f60")
+	req.Header.Set(headerKeyName, "6f1c1f0e-8a8e-4c4e-9a43-2b1d3c4e5f60")
 	for _, bc := range []struct {
 		name string
 		rt   http.RoundTripper

@@ -74,14 +74,14 @@ func TestRetryTableStatus(t *testing.T) {
 				mock := httpmock.NewMockTransport()
 				var keys []string
 				mock.RegisterResponder(m.method, mockURL, func(req *http.Request) (*http.Response, error) {
-					keys = append(keys, req.Header.Get(HeaderIdempotencyKey))
+					keys = append(keys, req.Header.Get(headerKeyName))
 					return httpmock.NewStringResponse(status, "x"), nil
 				})
 				opts := append([]Option{WithMaxAttempts(maxAttempts), noWait()}, m.opts...)
 				tr := NewTransport(mock, opts...)
 				ctx := context.Background()
 				if m.ctxKey {
-					ctx = WithKey(ctx, "key-from-context")
+					ctx = ContextWithKey(ctx, "key-from-context")
 				}
 				resp, err := tr.RoundTrip(mustRequest(t, ctx, m.method, mockURL, "payload"))
 				if err != nil {
@@ -166,7 +166,7 @@ func TestRetryTableErrors(t *testing.T) {
 				tr := NewTransport(mock, opts...)
 				ctx := context.Background()
 				if r.ctxKey {
-					ctx = WithKey(ctx, "k1")
+					ctx = ContextWithKey(ctx, "k1")
 				}
 				resp, err := tr.RoundTrip(mustRequest(t, ctx, r.method, mockURL, "payload"))
 				if resp != nil {

@@ -18,7 +18,7 @@ func TestAttemptFromContext(t *testing.T) {
 		f := &fakeRT{steps: []fakeStep{{status: 503}, {err: errConnReset()}, {status: 409}, {status: 201}}}
 		tr := NewTransport(f, WithJitter(NoJitter), WithBackoff(100*time.Millisecond, time.Second))
 		tr.rand = func() float64 { return 0 } // a bare 409's poll waits pollInterval/2
-		req := mustRequest(t, WithKey(context.Background(), "K"), http.MethodPost, "http://x/", "b")
+		req := mustRequest(t, ContextWithKey(context.Background(), "K"), http.MethodPost, "http://x/", "b")
 		resp, err := tr.RoundTrip(req)
 		if err != nil || resp.StatusCode != 201 {
 			t.Fatalf("RoundTrip = %v, %v; want 201", resp, err)
@@ -93,7 +93,7 @@ func TestOnDoneReport(t *testing.T) {
 				tr := NewTransport(f, opts...)
 				ctx := context.WithValue(context.Background(), ctxKey{}, "v")
 				if tc.want.Key != "" {
-					ctx = WithKey(ctx, tc.want.Key)
+					ctx = ContextWithKey(ctx, tc.want.Key)
 				}
 				start := time.Now()
 				resp, err := tr.RoundTrip(mustRequest(t, ctx, tc.method, "http://x/", "b"))

@@ -36,7 +36,7 @@ func newCountingServer(t *testing.T, h func(n int32, w http.ResponseWriter, r *h
 	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		s.mu.Lock()
-		s.keys = append(s.keys, r.Header.Get(HeaderIdempotencyKey))
+		s.keys = append(s.keys, r.Header.Get(headerKeyName))
 		s.mu.Unlock()
 		h(s.hits.Add(1), w, r)
 	}))
@@ -295,7 +295,7 @@ func TestMalformedRequestsGetNetHTTPErrors(t *testing.T) {
 			return r
 		}},
 		{"invalid method, keyed", func() *http.Request {
-			r := mustRequest(t, WithKey(context.Background(), "k1"), http.MethodGet, "http://127.0.0.1/", "")
+			r := mustRequest(t, ContextWithKey(context.Background(), "k1"), http.MethodGet, "http://127.0.0.1/", "")
 			r.Method = "BAD METHOD"
 			return r
 		}},
@@ -367,9 +367,9 @@ func TestNewClientEndToEnd(t *testing.T) {
 			return
 		}
 		w.Header().Set("Idempotent-Replayed", "true")
-		_, _ = io.WriteString(w, r.Header.Get(HeaderIdempotencyKey))
+		_, _ = io.WriteString(w, r.Header.Get(headerKeyName))
 	})
-	client := NewClient(noWait(), WithQuotedKeys())
+	client := NewClient(noWait(), WithQuotedKeys(true))
 	client.Transport.(*Transport).next = newHTTPTransport(t)
 	resp, err := client.Post(srv.URL, "application/json", strings.NewReader("{}"))
 	if err != nil {

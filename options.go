@@ -132,11 +132,11 @@ func WithAutoKeys(on bool) Option {
 }
 
 // WithKeyGenerator sets the function that makes the key of an operation that
-// is given none (default: a random UUID version 4). UUIDv7 is a ready
-// alternative. gen must return a new key on every call: the Transport takes a
+// is given none (default: a random UUID version 4). UUID version 7 is a ready
+// alternative (uuid.NewV7 of github.com/google/uuid). gen must return a new key on every call: the Transport takes a
 // generated key to be unknown to every server (its first attempt sends no
 // Prefer: wait); a key that must repeat, such as one derived from a business
-// id, goes on the request or in the context (WithKey, KeyFor, DeriveKey). A generated key that is not a valid key fails the request with
+// id, goes on the request or in the context (ContextWithKey, KeyFor, DeriveKey). A generated key that is not a valid key fails the request with
 // ErrInvalidKey. It panics if gen is nil.
 func WithKeyGenerator(gen func() string) Option {
 	if gen == nil {
@@ -145,13 +145,14 @@ func WithKeyGenerator(gen func() string) Option {
 	return func(c *config) { c.keyGen = gen }
 }
 
-// WithQuotedKeys writes the keys from the context or the generator to the
+// WithQuotedKeys, when on, writes the keys from the context or the generator to the
 // Idempotency-Key header as RFC 8941 Structured Field strings, as the IETF
 // draft requires (in double quotes, with `"` and `\` escaped). By default a
 // key is written as it is, which Stripe and most servers read; the idem server
-// reads both. A key already on the request's header is sent as it is.
-func WithQuotedKeys() Option {
-	return func(c *config) { c.quotedKeys = true }
+// reads both. A key already on the request's header is sent as it is. Off by
+// default.
+func WithQuotedKeys(on bool) Option {
+	return func(c *config) { c.quotedKeys = on }
 }
 
 // WithRetryBudget shares a retry budget with the Transport (default none: every

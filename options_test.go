@@ -91,7 +91,7 @@ func TestZeroTransport(t *testing.T) {
 	var n atomic.Int32
 	var keys sync.Map
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		keys.Store(r.Header.Get(HeaderIdempotencyKey), true)
+		keys.Store(r.Header.Get(headerKeyName), true)
 		if n.Add(1) == 1 {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}

@@ -153,7 +153,7 @@ func TestRetryAfter(t *testing.T) {
 				tr := NewTransport(f, opts...)
 				tr.rand = func() float64 { return 0.5 }
 				// A caller's key: a 409 on the first attempt under a generated key is final.
-				resp, err := tr.RoundTrip(mustRequest(t, WithKey(context.Background(), "k"), http.MethodPost, "http://x/", "b"))
+				resp, err := tr.RoundTrip(mustRequest(t, ContextWithKey(context.Background(), "k"), http.MethodPost, "http://x/", "b"))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -501,7 +501,7 @@ func TestOnRetryAndLogger(t *testing.T) {
 		tr := NewTransport(f, WithJitter(NoJitter), WithBackoff(10*time.Millisecond, time.Second), WithLogger(logger),
 			WithOnRetry(func(_ context.Context, e AttemptInfo) { events = append(events, e) }))
 		tr.rand = func() float64 { return 0 } // a bare 409's poll waits pollInterval/2
-		resp, err := tr.RoundTrip(mustRequest(t, WithKey(context.Background(), "K"), http.MethodPost, "http://user:secret@x/pay", "b"))
+		resp, err := tr.RoundTrip(mustRequest(t, ContextWithKey(context.Background(), "K"), http.MethodPost, "http://user:secret@x/pay", "b"))
 		if err != nil || resp.StatusCode != 201 {
 			t.Fatal(resp, err)
 		}

@@ -74,7 +74,7 @@ func newSoakClient() *soakClient {
 func (c *soakClient) pay(url, customer string) soakOp {
 	o := soakOp{customer: customer, key: idem.KeyFor("e2e-soak", customer)}
 	start := time.Now()
-	r, err := postPayment(idem.WithKey(context.Background(), o.key), c.http, url, customer)
+	r, err := postPayment(idem.ContextWithKey(context.Background(), o.key), c.http, url, customer)
 	o.elapsed = time.Since(start)
 	c.mu.Lock()
 	o.attempts = c.retries[o.key] + 1

@@ -156,12 +156,12 @@ func measure(t *testing.T, url, customer string) (total, body int) {
 		}
 		return countingConn{Conn: c, n: &n}, nil
 	}
-	ctx := idem.WithKey(context.Background(), "measure-"+customer) // a plain client ignores it
+	ctx := idem.ContextWithKey(context.Background(), "measure-"+customer) // a plain client ignores it
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/payments", strings.NewReader(paymentBody(customer)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set(idem.HeaderIdempotencyKey, "measure-"+customer)
+	req.Header.Set("Idempotency-Key", "measure-"+customer)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := (&http.Client{Transport: tr}).Do(req)
 	if err != nil {
@@ -206,7 +206,7 @@ func TestResponseCutMidBody(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	again, err := postPayment(idem.WithKey(context.Background(), r.key), client, px.URL, customer)
+	again, err := postPayment(idem.ContextWithKey(context.Background(), r.key), client, px.URL, customer)
 	if err != nil {
 		t.Fatalf("running the payment again: %v", err)
 	}

@@ -83,7 +83,7 @@ func pay(client *http.Client, url, customer, key string) (o outcome) {
 	start := time.Now()
 	defer func() { o.elapsed = time.Since(start) }()
 	body := fmt.Sprintf(`{"customer":%q,"amount":1250,"currency":"EUR"}`, customer)
-	req, err := http.NewRequestWithContext(idem.WithKey(context.Background(), key),
+	req, err := http.NewRequestWithContext(idem.ContextWithKey(context.Background(), key),
 		http.MethodPost, url+"/payments", strings.NewReader(body))
 	if err != nil {
 		o.err = err

@@ -209,7 +209,7 @@ func (d *demo) again(key string, amount int) error {
 	const customer = "cus_bob"
 	client, sent := d.idemClient("c", customer, false)
 	defer client.CloseIdleConnections()
-	ctx := idem.WithKey(context.Background(), key)
+	ctx := idem.ContextWithKey(context.Background(), key)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url+"/payments",
 		strings.NewReader(payment(customer, amount)))
 	if err != nil {
