@@ -18,7 +18,7 @@
 // One call of RoundTrip is one logical operation. Its key is chosen before the
 // first attempt: the Idempotency-Key already on the request (sent as it is,
 // under any spelling of the header name, never twice), else the key in the
-// context (WithKey), else, for POST and PATCH, a generated one (a random UUID
+// context (ContextWithKey), else, for POST and PATCH, a generated one (a random UUID
 // version 4; see WithAutoKeys, WithKeyGenerator). GET, HEAD, OPTIONS,
 // TRACE, PUT and DELETE get a key only from the caller. Keys follow the one
 // grammar the idem server reads: 1 to 255 visible ASCII characters, raw or as
@@ -29,9 +29,10 @@
 //     error not known to be permanent), attempt time-outs, 408, 429, 500, 502,
 //     503 and 504; a keyed one also on 409 (the server says the first attempt
 //     is still in progress).
-//   - A POST or PATCH with no key is sent once, except after HTTP/2
-//     REFUSED_STREAM (the server processed nothing); WithRetryUnsent also
-//     allows a retry when a dial error proves the connection never opened.
+//   - A POST or PATCH with no key is sent once, never retried. A 409 on the
+//     first attempt under a generated key is a real conflict (no server can
+//     have that key in progress) and is returned at once; WithRetryIf adds
+//     or refuses answers, never for a request that may not be repeated.
 //   - The errors known to be permanent end the operation: TLS certificate and
 //     handshake errors, a host name that does not exist, an HTTP answer to an
 //     HTTPS request. So does every other status (4xx, 501, 505, ...). The
@@ -61,7 +62,8 @@
 // remains less one attempt's worth (WithAttemptTimeout, or half of what
 // remains) and makes that last attempt. A 409 is a poll, not a failure: it
 // does not use up an attempt of WithMaxAttempts (at most 10 retries after a
-// 409 per operation, and the cap bounds them). Every keyed attempt sends RFC
+// 409 per operation, and the cap bounds them); a 409 without Retry-After is
+// polled after U[0.5s, 1s), not on the backoff. Every keyed attempt sends RFC
 // 7240 Prefer: wait=N (but the first under a key generated for the
 // operation, which no server can have in progress), N the whole seconds it
 // can wait for its answer less a tenth (at least 100ms), 0 under a second,

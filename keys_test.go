@@ -39,7 +39,6 @@ func TestDeriveKeyVectors(t *testing.T) {
 	}
 }
 
-
 // TestParseKey: the client reads a caller's header with the shared grammar
 // (its table is internal/keyformat's); an error matches ErrInvalidKey.
 func TestParseKey(t *testing.T) {

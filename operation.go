@@ -111,6 +111,10 @@ func (o *operation) run() (*http.Response, error) {
 		// The shared budget refuses the retry.
 		if !cfg.budget.tryRetry(now) {
 			o.budgetRefused = true
+			if l := cfg.logger; l != nil {
+				l.LogAttrs(o.ctx, slog.LevelWarn, "idem: retry refused by the budget",
+					append(o.logAttrs(), slog.Int("attempts", o.attempts))...)
+			}
 			return o.end(decision{stop: stopBudget, cause: ErrBudgetExhausted})
 		}
 		// GetBody fails: the body cannot be sent again after all.
@@ -231,6 +235,14 @@ func (o *operation) end(d decision) (*http.Response, error) {
 	}
 	o.stop = d.stop
 	if o.last.resp != nil {
+		if l := o.cfg.logger; l != nil && d.stop != stopNotRetryable {
+			// Giving up on a response that could have been retried.
+			l.LogAttrs(o.ctx, slog.LevelWarn, "idem: giving up", append(o.logAttrs(),
+				slog.Int("attempts", o.attempts),
+				slog.Int("status", o.last.resp.StatusCode),
+				slog.String("stop", d.stop),
+				slog.String("detail", d.detail))...)
+		}
 		return o.last.resp, nil
 	}
 	cause := d.cause
@@ -270,6 +282,10 @@ func (o *operation) waitForHost() (decision, bool) {
 	wait := h + spread(h, o.t.random())
 	if !now.Add(wait).Before(o.deadline) {
 		return decision{stop: o.contextStop(stopHostHold), cause: ErrHostCoolingDown, detail: "held for " + h.String()}, false
+	}
+	if l := o.cfg.logger; l != nil {
+		l.LogAttrs(o.ctx, slog.LevelInfo, "idem: waiting for a host hold",
+			append(o.logAttrs(), slog.Duration("hold", wait))...)
 	}
 	o.hostHold += wait
 	o.waited += wait

@@ -1,0 +1,89 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// TestHostHoldCappedByMaxRetryAfter: a 503 with Retry-After: 86400 holds the
+// host for every operation sharing the budget, but for no longer than
+// WithMaxRetryAfter (2s here); without the cap the next operation would fail
+// with ErrHostCoolingDown for a day.
+func TestHostHoldCappedByMaxRetryAfter(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeRT{steps: []fakeStep{{status: 503, header: http.Header{"Retry-After": {"86400"}}}, {status: 200}}}
+		tr := NewTransport(f, noWait(), WithRetryBudget(NewBudget()), WithMaxRetryAfter(2*time.Second))
+		resp, err := tr.RoundTrip(mustRequest(t, context.Background(), http.MethodGet, "http://x/", ""))
+		if err != nil || resp.StatusCode != 503 {
+			t.Fatalf("first operation: %v, %v; want its 503 back (Retry-After past WithMaxRetryAfter)", resp, err)
+		}
+		_ = resp.Body.Close()
+		start := time.Now()
+		resp, err = tr.RoundTrip(mustRequest(t, context.Background(), http.MethodGet, "http://x/", ""))
+		if errors.Is(err, ErrHostCoolingDown) {
+			t.Fatalf("second operation: %v: the host hold was not capped by WithMaxRetryAfter", err)
+		}
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("second operation: %v, %v; want 200 after the capped hold", resp, err)
+		}
+		_ = resp.Body.Close()
+		if waited := time.Since(start); waited < 2*time.Second || waited >= 2*time.Second+200*time.Millisecond {
+			t.Errorf("second operation waited %v for the hold, want 2s plus a spread under 200ms", waited)
+		}
+	})
+}
+
+// TestGetBodyFailureRefundsToken: a retry the budget allowed but that is not
+// sent (GetBody fails) hands its token back.
+func TestGetBodyFailureRefundsToken(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeRT{steps: []fakeStep{{status: 503}}}
+		b := NewBudget()
+		tr := NewTransport(f, noWait(), WithRetryBudget(b))
+		req := mustRequest(t, context.Background(), http.MethodPut, "http://x/", "body")
+		req.GetBody = func() (io.ReadCloser, error) { return nil, errors.New("no second copy") }
+		resp, err := tr.RoundTrip(req)
+		if resp != nil {
+			_ = resp.Body.Close()
+		}
+		s := b.Stats()
+		if s.RetriesAllowed != 1 || s.Refunds != 1 {
+			t.Errorf("budget stats %+v after a GetBody failure: want 1 retry allowed and 1 refunded (err %v)", s, err)
+		}
+	})
+}
+
+// TestLastAttemptAfterConflictNeedsMinimum: after a keyed 409 whose
+// Retry-After ends past the deadline, a last attempt is made only when at
+// least 100ms of attempt fit: with 150ms left (an attempt's worth of 75ms),
+// none is.
+func TestLastAttemptAfterConflictNeedsMinimum(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		left      time.Duration
+		wantCalls int
+	}{
+		{150 * time.Millisecond, 1}, // half of it, 75ms, is under the 100ms minimum
+		{250 * time.Millisecond, 2}, // 125ms fits
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			f := &fakeRT{steps: []fakeStep{{status: 409, header: http.Header{"Retry-After": {"30"}}}, {status: 201}}}
+			tr := NewTransport(f, noWait(), WithMaxElapsed(tc.left))
+			resp, err := tr.RoundTrip(mustRequest(t, ContextWithKey(context.Background(), "k"), http.MethodPost, "http://x/", "{}"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = resp.Body.Close()
+			if n := len(f.Calls()); n != tc.wantCalls {
+				t.Errorf("with %v left after a 409: %d attempts, want %d", tc.left, n, tc.wantCalls)
+			}
+		})
+	}
+}
