@@ -144,11 +144,3 @@ func discard(resp *http.Response, until time.Time) {
 	_, _ = io.CopyN(io.Discard, resp.Body, drainLimit)
 	_ = resp.Body.Close()
 }
-
-// closeRequestBody closes req's body, as a RoundTripper must even when it
-// sends nothing.
-func closeRequestBody(req *http.Request) {
-	if req.Body != nil {
-		_ = req.Body.Close()
-	}
-}

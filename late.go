@@ -105,16 +105,16 @@ func (l *lateAttempts) offer(resp *http.Response, b *boundedAttempt) bool {
 	return true
 }
 
-// result returns the late answer once won is closed.
-func (l *lateAttempts) result() *http.Response {
+// taken returns the late answer once won is closed.
+func (l *lateAttempts) taken() *http.Response {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.answer
 }
 
-// end is called once, when the operation ends: it cancels every late attempt
+// close is called once, when the operation ends: it cancels every late attempt
 // but the one whose answer was taken, and returns that answer (nil if none).
-func (l *lateAttempts) end() *http.Response {
+func (l *lateAttempts) close() *http.Response {
 	l.mu.Lock()
 	l.ended = true
 	running, winner, answer := l.running, l.winner, l.answer

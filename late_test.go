@@ -178,13 +178,13 @@ func TestLateAttemptsTakeOnlyFinalAnswers(t *testing.T) {
 	resp := &http.Response{StatusCode: http.StatusCreated, Body: body}
 	done <- roundTrip{resp: resp}
 	<-l.won
-	assert.Same(t, resp, l.result())
+	assert.Same(t, resp, l.taken())
 	done2, ctx2, body2 := late()
 	done2 <- roundTrip{resp: &http.Response{StatusCode: http.StatusOK, Body: body2}}
 	<-body2.closed
 	<-ctx2.Done()
 
-	assert.Same(t, resp, l.end())
+	assert.Same(t, resp, l.close())
 	<-pendingCtx.Done()
 	assert.ErrorIs(t, context.Cause(pendingCtx), errOperationEnded)
 	assert.NoError(t, ctx.Err(), "the answer's context lives until its body is closed")

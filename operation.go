@@ -5,17 +5,17 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"time"
 )
 
 // operation is the state of one logical operation: one call of RoundTrip.
 type operation struct {
-	t   *Transport
-	cfg *config
-	req *http.Request // the caller's, never modified
-	ctx context.Context
+	next http.RoundTripper // sends the attempts
+	rnd  func() float64    // uniform in [0, 1)
+	cfg  *config
+	req  *http.Request // the caller's, never modified
+	ctx  context.Context
 
 	key    string // "" when unkeyed
 	header string // Idempotency-Key value to add, "" to send req's headers
@@ -44,8 +44,11 @@ type operation struct {
 	hostHold      time.Duration // waited for host holds
 }
 
-func newOperation(t *Transport, cfg *config, req *http.Request, key, header string) operation {
-	o := operation{t: t, cfg: cfg, req: req, ctx: req.Context(), key: key, header: header}
+// newOperation returns the operation of req under cfg, with its key (the
+// header value to add, "" to send req's own) and newKey when the key was
+// generated for it. Its attempts go through next; rnd draws the jitter.
+func newOperation(next http.RoundTripper, rnd func() float64, cfg *config, req *http.Request, key, header string, newKey bool) operation {
+	o := operation{next: next, rnd: rnd, cfg: cfg, req: req, ctx: req.Context(), key: key, header: header, newKey: newKey}
 	o.start = time.Now()
 	o.capAt = o.start.Add(cfg.maxElapsed)
 	o.deadline = o.capAt
@@ -148,6 +151,31 @@ func (o *operation) run() (*http.Response, error) {
 	}
 }
 
+// report returns the Report of operation o, which returned resp and err.
+func (o *operation) report(resp *http.Response, err error) Report {
+	r := Report{
+		Key:           o.key,
+		Attempts:      o.attempts,
+		Polls:         o.polls,
+		Err:           err,
+		Elapsed:       time.Since(o.start),
+		Stop:          o.stop,
+		BudgetRefused: o.budgetRefused,
+		HostHold:      o.hostHold,
+	}
+	if resp != nil {
+		r.Status = resp.StatusCode
+		if resp != o.last.resp || r.Stop == stopNotRetryable || r.Stop == "" {
+			// A late answer, or a status that is not retried.
+			r.Stop = stopFinalStatus
+			if r.Status < 400 {
+				r.Stop = stopSuccess
+			}
+		}
+	}
+	return r
+}
+
 // state is the operation as decide sees it, at now.
 func (o *operation) state(now time.Time) state {
 	held := time.Duration(0)
@@ -155,11 +183,7 @@ func (o *operation) state(now time.Time) state {
 		held = until.Sub(now)
 	}
 	if !o.boSet {
-		rnd := o.t.rand
-		if rnd == nil {
-			rnd = rand.Float64
-		}
-		o.bo, o.boSet = jitterBackOff{jitter: o.cfg.jitter, base: o.cfg.base, max: o.cfg.max, rnd: rnd, prev: o.cfg.base}, true
+		o.bo, o.boSet = jitterBackOff{jitter: o.cfg.jitter, base: o.cfg.base, max: o.cfg.max, rnd: o.rnd, prev: o.cfg.base}, true
 	}
 	return state{
 		method:         o.req.Method,
@@ -179,8 +203,8 @@ func (o *operation) state(now time.Time) state {
 		attemptTimeout: o.cfg.attemptTimeout,
 		backoff:        o.bo.NextBackOff(),
 		held:           held,
-		r1:             o.t.random(),
-		r2:             o.t.random(),
+		r1:             o.rnd(),
+		r2:             o.rnd(),
 	}
 }
 
@@ -231,7 +255,7 @@ func finalAnswer(cfg *config, method string) func(*http.Response) bool {
 func (o *operation) end(d decision) (*http.Response, error) {
 	if d.late {
 		o.stop = stopSuccess
-		return o.late.result(), nil
+		return o.late.taken(), nil
 	}
 	o.stop = d.stop
 	if o.last.resp != nil {
@@ -279,7 +303,7 @@ func (o *operation) waitForHost() (decision, bool) {
 		return decision{}, true
 	}
 	h := until.Sub(now)
-	wait := h + spread(h, o.t.random())
+	wait := h + spread(h, o.rnd())
 	if !now.Add(wait).Before(o.deadline) {
 		return decision{stop: o.contextStop(stopHostHold), cause: ErrHostCoolingDown, detail: "held for " + h.String()}, false
 	}
@@ -410,7 +434,7 @@ func (o *operation) attempt(nextBody io.ReadCloser) attemptResult {
 		limit = min(limit, bound)
 	}
 	if bound <= 0 {
-		resp, err := o.t.transport().RoundTrip(o.attemptRequest(o.ctx, nextBody, limit))
+		resp, err := o.next.RoundTrip(o.attemptRequest(o.ctx, nextBody, limit))
 		return o.result(now, resp, err)
 	}
 	// The bound is for the response headers only.
@@ -424,7 +448,7 @@ func (o *operation) attempt(nextBody io.ReadCloser) attemptResult {
 	// A timer cancels the attempt's context if the headers are late, and is
 	// stopped when they come.
 	timer := time.AfterFunc(bound, b.expire)
-	resp, err := o.t.transport().RoundTrip(req)
+	resp, err := o.next.RoundTrip(req)
 	if !timer.Stop() {
 		// The bound fired: whatever came back may be cut.
 		if resp != nil && resp.Body != nil {
@@ -536,7 +560,7 @@ func (o *operation) settle(resp *http.Response, err error) (*http.Response, erro
 	if o.late == nil {
 		return resp, err
 	}
-	answer := o.late.end()
+	answer := o.late.close()
 	if answer == nil || answer == resp {
 		return resp, err
 	}
@@ -557,7 +581,7 @@ func (o *operation) settle(resp *http.Response, err error) (*http.Response, erro
 // says so.
 func (o *operation) attemptGoesOn(req *http.Request, b *boundedAttempt, start time.Time) attemptResult {
 	done := make(chan roundTrip, 1)
-	rt := o.t.transport()
+	rt := o.next
 	go func() {
 		resp, err := rt.RoundTrip(req)
 		done <- roundTrip{resp, err}

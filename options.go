@@ -177,6 +177,19 @@ func WithOnRetry(fn func(ctx context.Context, next AttemptInfo)) Option {
 	return func(c *config) { c.onRetry = fn }
 }
 
+// WithOnDone adds a function called once per operation, when RoundTrip is
+// about to return, with the request's context and the operation's Report. It
+// runs on the goroutine of RoundTrip and must not block for long. Several
+// WithOnDone functions all run, in the order given. It panics if fn is nil.
+func WithOnDone(fn func(ctx context.Context, r Report)) Option {
+	if fn == nil {
+		optionPanic("WithOnDone", "fn must not be nil")
+	}
+	return func(c *config) {
+		c.onDone = append(c.onDone[:len(c.onDone):len(c.onDone)], fn)
+	}
+}
+
 // WithRetryIf lets fn change which answers are retried. After each attempt
 // the Transport calls fn with the response (its headers only: fn must not
 // read or close the body) or the transport error (context.DeadlineExceeded

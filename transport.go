@@ -64,12 +64,12 @@ func (t *Transport) transport() http.RoundTripper {
 	return t.next
 }
 
-// random returns a uniform number in [0, 1).
-func (t *Transport) random() float64 {
+// random returns the source of uniform numbers in [0, 1).
+func (t *Transport) random() func() float64 {
 	if t.rand == nil {
-		return rand.Float64()
+		return rand.Float64
 	}
-	return t.rand()
+	return t.rand
 }
 
 // CloseIdleConnections closes the idle connections of the next RoundTripper, if
@@ -109,8 +109,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, e
 	}
-	o := newOperation(t, cfg, req, key, header)
-	o.newKey = generated
+	o := newOperation(t.transport(), t.random(), cfg, req, key, header, generated)
 	resp, err := o.settle(o.run())
 	if len(cfg.onDone) > 0 {
 		cfg.done(req, o.report(resp, err))
@@ -218,3 +217,15 @@ func withoutKey(req *http.Request) *http.Request {
 
 // noKey in a context's key slot hides a key set further up.
 type noKey struct{}
+
+// done calls the WithOnDone functions with r, completed from req.
+func (c *config) done(req *http.Request, r Report) {
+	r.Method = req.Method
+	if r.Method == "" {
+		r.Method = http.MethodGet
+	}
+	r.Host = req.URL.Host
+	for _, fn := range c.onDone {
+		fn(req.Context(), r)
+	}
+}
