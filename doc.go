@@ -80,8 +80,12 @@
 // operation's answer, the moment it arrives. With a key, the first attempt to
 // reach the server is the one doing the work there, and later attempts are
 // duplicates the server can only make wait or answer 409: the first's own
-// response is the outcome. Late attempts are cancelled when the operation
-// ends, so each lives at most as long as the operation; a late answer that may
+// response is the outcome. When the attempts run out while late ones are
+// still going on, the operation waits for them (until the cap or the
+// context's deadline) before it gives up, so that an answer that comes as
+// it gives up (a payment that went through) is not lost. Late attempts are
+// cancelled when the operation ends, so each lives at most as long as the
+// operation; a late answer that may
 // be retried (5xx, 409, 429) or an error is let go. Attempts without a key
 // are cut at their time-out.
 //

@@ -48,7 +48,11 @@ type lateAttempts struct {
 	// be retried.
 	final func(*http.Response) bool
 
+	// settled gets a signal (never blocking) each time a late attempt ends.
+	settled chan struct{}
+
 	mu      sync.Mutex
+	pending int               // late attempts still waiting for their answer
 	running []*boundedAttempt // the late attempts, to cancel when the operation ends
 	winner  *boundedAttempt   // the attempt whose answer is kept: never cancelled here
 	answer  *http.Response
@@ -56,7 +60,7 @@ type lateAttempts struct {
 }
 
 func newLateAttempts(final func(*http.Response) bool) *lateAttempts {
-	return &lateAttempts{won: make(chan struct{}), final: final}
+	return &lateAttempts{won: make(chan struct{}), settled: make(chan struct{}, 1), final: final}
 }
 
 // goOn lets an attempt go on after the operation stopped waiting for it: its
@@ -68,12 +72,14 @@ func (l *lateAttempts) goOn(done <-chan roundTrip, b *boundedAttempt) {
 	if !ended {
 		l.running = append(l.running, b)
 	}
+	l.pending++
 	l.mu.Unlock()
 	if ended {
 		b.cancel(errOperationEnded)
 	}
 	go func() {
 		rt := <-done
+		defer l.settle()
 		if rt.err != nil {
 			b.cancel(nil)
 			return
@@ -89,6 +95,40 @@ func (l *lateAttempts) goOn(done <-chan roundTrip, b *boundedAttempt) {
 		discard(rt.resp, time.Now().Add(lateDrain))
 		b.cancel(nil)
 	}()
+}
+
+// settle counts a late attempt that has its answer.
+func (l *lateAttempts) settle() {
+	l.mu.Lock()
+	l.pending--
+	l.mu.Unlock()
+	select {
+	case l.settled <- struct{}{}:
+	default:
+	}
+}
+
+// waitAnswer waits until a late attempt brings a final answer (true), or
+// every late attempt has ended without one, or done is closed (false).
+func (l *lateAttempts) waitAnswer(done <-chan struct{}) bool {
+	for {
+		l.mu.Lock()
+		answered, pending := l.answer != nil, l.pending
+		l.mu.Unlock()
+		switch {
+		case answered:
+			return true
+		case pending == 0:
+			return false
+		}
+		select {
+		case <-l.won:
+			return true
+		case <-l.settled:
+		case <-done:
+			return false
+		}
+	}
 }
 
 // offer makes resp, from attempt b, the operation's answer unless one was

@@ -552,6 +552,14 @@ func (o *operation) attemptRequest(ctx context.Context, nextBody io.ReadCloser, 
 	return r
 }
 
+// waitLate waits until a late attempt answers, every late attempt has
+// ended, the caller's context is done or the deadline passes.
+func (o *operation) waitLate() {
+	ctx, cancel := context.WithDeadline(o.ctx, o.deadline)
+	defer cancel()
+	o.late.waitAnswer(ctx.Done())
+}
+
 // settle decides what the operation returns once its loop has ended with resp
 // and err: a late attempt's final answer taken meanwhile wins over the loop's
 // result, unless the loop ended because the caller's context did. What is not
@@ -559,6 +567,12 @@ func (o *operation) attemptRequest(ctx context.Context, nextBody io.ReadCloser, 
 func (o *operation) settle(resp *http.Response, err error) (*http.Response, error) {
 	if o.late == nil {
 		return resp, err
+	}
+	if resp == nil && err != nil && o.ctx.Err() == nil {
+		// Giving up with attempts still going on: one of them may bring the
+		// answer (a payment that went through). Wait for it, as long as the
+		// deadline allows.
+		o.waitLate()
 	}
 	answer := o.late.close()
 	if answer == nil || answer == resp {

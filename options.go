@@ -104,8 +104,9 @@ func WithMaxElapsed(d time.Duration) Option {
 // never cut by it. A timed-out attempt counts as a network error (retried when
 // the request may be). An attempt without a key is cut when its time passes; a
 // keyed one is not: it goes on while the operation retries, and its answer
-// ends the operation if it comes first and is final (see the package
-// documentation). 0 means no bound; it panics if d < 0.
+// ends the operation if it comes first and is final; when the attempts run
+// out while such attempts are still going on, the operation waits for their
+// answer until the cap (see the package documentation). 0 means no bound; it panics if d < 0.
 func WithAttemptTimeout(d time.Duration) Option {
 	if d < 0 {
 		optionPanic("WithAttemptTimeout", "d must not be negative, got "+d.String())
