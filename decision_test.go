@@ -54,7 +54,7 @@ func TestDecide(t *testing.T) {
 			decision{stop: "exhausted", cause: ErrExhausted, detail: "Retry-After 31s exceeds WithMaxRetryAfter"}},
 		{"the next wait ends past the cap", with(func(s *state) { s.left = 300 * time.Millisecond }), outcome{status: 503},
 			decision{stop: "deadline", cause: ErrExhausted, detail: "the next wait of 300ms would end past the WithMaxElapsed cap of 30s"}},
-		{"the next wait ends past the caller's deadline", with(func(s *state) { s.left, s.byCaller = 100 * time.Millisecond, true }), outcome{err: reset},
+		{"the next wait ends past the caller's deadline", with(func(s *state) { s.left, s.byCaller = 100*time.Millisecond, true }), outcome{err: reset},
 			decision{stop: "deadline", cause: ErrExhausted, detail: "the next wait of 300ms would end past the context's deadline"}},
 		{"a 409 with no time for a last attempt of 100ms", with(func(s *state) { s.left = 150 * time.Millisecond }), ra(409, 30*time.Second),
 			decision{stop: "deadline", cause: ErrExhausted, detail: "the next wait of 30.5s would end past the WithMaxElapsed cap of 30s"}},
