@@ -191,7 +191,8 @@ func (timeoutErr) Temporary() bool { return true }
 const waitLimit = 5 * time.Second
 
 // waitFor receives from ch within waitLimit, or fails the test saying what
-// did not happen. Call it on the test's goroutine.
+// did not happen. Call it on the test's goroutine, outside synctest bubbles
+// (where time is fake and a receive that can never end fails as a deadlock).
 func waitFor[T any](t testing.TB, ch <-chan T, what string, args ...any) T {
 	t.Helper()
 	timer := time.NewTimer(waitLimit)
