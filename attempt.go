@@ -5,8 +5,9 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/idemkit/idem/internal/httpfield"
 )
 
 // drainLimit is how much of a discarded response body is read so that its
@@ -69,16 +70,11 @@ func preferWait(limit time.Duration) time.Duration {
 	return d.Truncate(time.Second)
 }
 
-// prefersWait reports whether h already holds a Prefer wait preference.
+// prefersWait reports whether h already holds a Prefer wait preference
+// (valid or not: the caller's own is sent as it is).
 func prefersWait(h http.Header) bool {
-	for _, v := range h["Prefer"] {
-		for _, p := range strings.Split(v, ",") {
-			if name, _, _ := strings.Cut(strings.TrimSpace(p), "="); strings.EqualFold(strings.TrimSpace(name), "wait") {
-				return true
-			}
-		}
-	}
-	return false
+	_, found, _ := httpfield.PreferWait(h["Prefer"], time.Hour)
+	return found
 }
 
 // boundedAttempt is what bounding an attempt's wait for its headers needs:
