@@ -41,14 +41,17 @@ type operation struct {
 	waited        time.Duration // the wait before the next attempt
 	stop          string        // why the operation ended (Report.Stop)
 	budgetRefused bool
+	quota         *retryQuota   // the Transport's default retry quota, nil when it has a Budget
+	quotaPaid     int           // units of the quota the operation's retries took
+	lastCost      int           // units the latest retry took
 	hostHold      time.Duration // waited for host holds
 }
 
 // newOperation returns the operation of req under cfg, with its key (the
 // header value to add, "" to send req's own) and newKey when the key was
 // generated for it. Its attempts go through next; rnd draws the jitter.
-func newOperation(next http.RoundTripper, rnd func() float64, cfg *config, req *http.Request, key, header string, newKey bool) operation {
-	o := operation{next: next, rnd: rnd, cfg: cfg, req: req, ctx: req.Context(), key: key, header: header, newKey: newKey}
+func newOperation(next http.RoundTripper, rnd func() float64, quota *retryQuota, cfg *config, req *http.Request, key, header string, newKey bool) operation {
+	o := operation{next: next, rnd: rnd, quota: quota, cfg: cfg, req: req, ctx: req.Context(), key: key, header: header, newKey: newKey}
 	o.start = time.Now()
 	o.capAt = o.start.Add(cfg.maxElapsed)
 	o.deadline = o.capAt
@@ -111,8 +114,8 @@ func (o *operation) run() (*http.Response, error) {
 			o.polls++
 		}
 
-		// The shared budget refuses the retry.
-		if !cfg.budget.tryRetry(now) {
+		// The shared budget, or the default retry quota, refuses the retry.
+		if !o.payRetry(now, res.timedOut) {
 			o.budgetRefused = true
 			if l := cfg.logger; l != nil {
 				l.LogAttrs(o.ctx, slog.LevelWarn, "idem: retry refused by the budget",
@@ -122,7 +125,7 @@ func (o *operation) run() (*http.Response, error) {
 		}
 		// GetBody fails: the body cannot be sent again after all.
 		if nextBody, err = o.body.next(o.req); err != nil {
-			cfg.budget.refund(now)
+			o.refundRetry(now)
 			return o.end(decision{stop: stopNotRetryable, cause: &wrapError{sentinel: ErrBodyNotReplayable, err: err}})
 		}
 
@@ -133,7 +136,7 @@ func (o *operation) run() (*http.Response, error) {
 		o.hostHold += d.holdPart
 		discard(res.resp, now.Add(o.deadline.Sub(now.Add(d.wait))/2))
 		if err := o.sleep(d.wait); err != nil {
-			cfg.budget.refund(now)
+			o.refundRetry(now)
 			closeBody(nextBody)
 			if err == errAnswered {
 				return o.end(decision{late: true}) // an earlier attempt answered (see late.go)
@@ -143,7 +146,7 @@ func (o *operation) run() (*http.Response, error) {
 		}
 		// Another operation may have put a hold on the host meanwhile.
 		if hd, ok := o.waitForHost(); !ok {
-			cfg.budget.refund(now)
+			o.refundRetry(now)
 			closeBody(nextBody)
 			o.last.resp = nil
 			return o.end(hd)
@@ -174,6 +177,45 @@ func (o *operation) report(resp *http.Response, err error) Report {
 		}
 	}
 	return r
+}
+
+// payRetry pays for a retry from the Budget, or from the default quota
+// without one, and reports whether it was paid.
+func (o *operation) payRetry(now time.Time, afterTimeout bool) bool {
+	if o.quota == nil {
+		return o.cfg.budget.tryRetry(now)
+	}
+	cost := o.quota.take(afterTimeout)
+	o.lastCost = cost
+	o.quotaPaid += cost
+	return cost > 0
+}
+
+// refundRetry hands back the retry paid at now, which is not made after all.
+func (o *operation) refundRetry(now time.Time) {
+	if o.quota == nil {
+		o.cfg.budget.refund(now)
+		return
+	}
+	o.quota.give(o.lastCost)
+	o.quotaPaid -= o.lastCost
+	o.lastCost = 0
+}
+
+// settleQuota pays the default quota back when the operation ends on an
+// answer: its retries' cost, or the credit of an answer at the first attempt.
+func (o *operation) settleQuota(resp *http.Response) {
+	if o.quota == nil || resp == nil {
+		return
+	}
+	if reason, _ := classify(o.req.Method, o.key != "", false, o.judged(outcome{status: resp.StatusCode})); reason != "" {
+		return // a retryable status: the dependency is not answering
+	}
+	if o.attempts <= 1 {
+		o.quota.give(quotaNoRetryCredit)
+		return
+	}
+	o.quota.give(o.quotaPaid)
 }
 
 // state is the operation as decide sees it, at now.

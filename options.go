@@ -28,6 +28,7 @@ type config struct {
 	keyGen         func() string
 	quotedKeys     bool // write keys as Structured Field strings
 	budget         *Budget
+	budgetSet      bool // WithRetryBudget was given: no default retry quota
 	onRetry        func(context.Context, AttemptInfo)
 	onDone         []func(context.Context, Report)
 	retryIf        func(resp *http.Response, err error, retryable bool) bool
@@ -37,7 +38,7 @@ type config struct {
 
 func defaultConfig() config {
 	return config{
-		maxAttempts:   5,
+		maxAttempts:   7,
 		base:          300 * time.Millisecond,
 		max:           10 * time.Second,
 		jitter:        FullJitter,
@@ -55,7 +56,9 @@ func optionPanic(option, msg string) {
 }
 
 // WithMaxAttempts sets how many attempts one operation may make, counting the
-// first (default 5; 1 turns retrying off). It panics if n < 1.
+// first (default 7: with the default backoff, their waits span about 9s on
+// average, 19s at most, so that an operation rides out an outage of a few
+// seconds; see docs/client.md). 1 turns retrying off. It panics if n < 1.
 func WithMaxAttempts(n int) Option {
 	if n < 1 {
 		optionPanic("WithMaxAttempts", "n must be >= 1, got "+strconv.Itoa(n))
@@ -156,14 +159,20 @@ func WithQuotedKeys(on bool) Option {
 	return func(c *config) { c.quotedKeys = on }
 }
 
-// WithRetryBudget shares a retry budget with the Transport (default none: every
-// retry the policy allows is made). Give the same Budget to every Transport that
-// calls one dependency. It panics if b is nil.
+// WithRetryBudget shares a retry budget with the Transport, in place of its
+// default retry quota. Give the same Budget to every Transport that calls one
+// dependency. WithRetryBudget(nil) turns every limit off: every retry the
+// policy allows is made.
+//
+// Without WithRetryBudget each Transport has a retry quota of its own, as the
+// AWS SDK's standard retryer does: a bucket of 500 units, 5 taken by a retry
+// (10 after an attempt time-out), 1 given back by each operation answered at
+// its first attempt and the retries' cost by one answered after retries. A
+// full bucket pays for 100 retries, enough to ride out a short outage; in a
+// long one the bucket empties and each operation makes one attempt, so the
+// dependency sees about its normal load (see docs/client.md).
 func WithRetryBudget(b *Budget) Option {
-	if b == nil {
-		optionPanic("WithRetryBudget", "b must not be nil")
-	}
-	return func(c *config) { c.budget = b }
+	return func(c *config) { c.budget, c.budgetSet = b, true }
 }
 
 // WithOnRetry sets a function called just before the Transport waits for a

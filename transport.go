@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 )
 
 // Transport is an http.RoundTripper that retries what is safe to retry: it
@@ -27,6 +28,8 @@ type Transport struct {
 	cfg  *config // nil: defaultPolicy
 
 	rand func() float64 // uniform in [0, 1); nil: math/rand/v2. A test hook.
+
+	quota atomic.Pointer[retryQuota] // the default retry quota, made on first use
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -54,6 +57,19 @@ func (t *Transport) policy() *config {
 		return &defaultPolicy
 	}
 	return t.cfg
+}
+
+// retryQuota returns the Transport's default retry quota, or nil when cfg
+// has a Budget (or WithRetryBudget(nil) turned every limit off).
+func (t *Transport) retryQuota(cfg *config) *retryQuota {
+	if cfg.budgetSet {
+		return nil
+	}
+	if q := t.quota.Load(); q != nil {
+		return q
+	}
+	t.quota.CompareAndSwap(nil, newRetryQuota())
+	return t.quota.Load()
 }
 
 // transport returns the RoundTripper that sends attempts.
@@ -109,8 +125,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, e
 	}
-	o := newOperation(t.transport(), t.random(), cfg, req, key, header, generated)
+	o := newOperation(t.transport(), t.random(), t.retryQuota(cfg), cfg, req, key, header, generated)
 	resp, err := o.settle(o.run())
+	o.settleQuota(resp)
 	if len(cfg.onDone) > 0 {
 		cfg.done(req, o.report(resp, err))
 	}
