@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/idemkit/idem/internal/jitter"
 )
 
 // operation is the state of one logical operation: one call of RoundTrip.
@@ -23,9 +25,9 @@ type operation struct {
 	body   replayBody
 
 	start    time.Time
-	capAt    time.Time     // start + WithMaxElapsed
-	deadline time.Time     // the earlier of capAt and the context's deadline
-	bo       jitterBackOff // the backoff, set up by the first decision (boSet)
+	capAt    time.Time      // start + WithMaxElapsed
+	deadline time.Time      // the earlier of capAt and the context's deadline
+	bo       jitter.Backoff // the backoff, set up by the first decision (boSet)
 	boSet    bool
 	late     *lateAttempts // keyed attempts going on past WithAttemptTimeout; nil when none may
 
@@ -225,7 +227,7 @@ func (o *operation) state(now time.Time) state {
 		held = until.Sub(now)
 	}
 	if !o.boSet {
-		o.bo, o.boSet = jitterBackOff{jitter: o.cfg.jitter, base: o.cfg.base, max: o.cfg.max, rnd: o.rnd, prev: o.cfg.base}, true
+		o.bo, o.boSet = jitter.New(o.cfg.jitter.kind(), o.cfg.base, o.cfg.max, o.rnd), true
 	}
 	return state{
 		method:         o.req.Method,

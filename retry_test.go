@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"fmt"
 	"strconv"
 
 	"bytes"
@@ -72,7 +73,7 @@ func TestBackoffTiming(t *testing.T) {
 		NoJitter:           {100 * ms, 200 * ms, 400 * ms, 800 * ms},
 	}
 	for _, j := range []Jitter{FullJitter, EqualJitter, DecorrelatedJitter, NoJitter} {
-		t.Run(j.String(), func(t *testing.T) {
+		t.Run(fmt.Sprint("jitter-", int(j)), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				const base, max = 100 * time.Millisecond, time.Second
 				rnd := func() float64 { return 0.7 }
