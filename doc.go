@@ -6,10 +6,10 @@
 //
 //	client := idem.NewClient(
 //		idem.WithMaxAttempts(4),
-//		idem.WithRetryBudget(idem.NewBudget()),
+//		idem.WithRetryBudget(idem.NewBudget(0.1, 10)),
 //	)
 //	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-//	resp, err := client.Do(req) // retried with one key; KeyFromRequest(resp.Request) tells it
+//	resp, err := client.Do(req) // retried with one key; AttemptFromContext(resp.Request.Context()).Key tells it
 //
 // or wrap an existing transport: idem.NewTransport(myTransport, opts...).
 //
@@ -99,7 +99,7 @@
 // ends on a transport error, or no attempt could be made, the error is an
 // *Error that says how many attempts were made and why the Transport stopped;
 // errors.Is matches its cause (ErrExhausted, ErrBudgetExhausted,
-// ErrHostCoolingDown, ErrBodyNotReplayable, ErrInvalidKey, the context's error)
+// ErrBodyNotReplayable, ErrInvalidKey, the context's error)
 // and the last attempt's error. When the WithMaxElapsed cap, not the caller's
 // context, ended the operation, the cause is ErrExhausted and the message
 // names the cap; the error does not match context.DeadlineExceeded. Replayed
@@ -107,11 +107,11 @@
 //
 // # Options and the zero Transport
 //
-// Options (Option, BudgetOption) are checked when they are made: an
+// Options and NewBudget's arguments are checked when they are made: an
 // impossible value panics there, with a message that names the option, never
 // later on a request. A zero Transport is ready to use, with the defaults of
 // NewTransport(nil) over http.DefaultTransport; a zero Budget has the
-// defaults of NewBudget().
+// defaults of NewBudget(0.1, 10).
 //
 // # Only one layer should retry
 //
@@ -123,5 +123,5 @@
 // of the traffic by default), and a 429 or 503 with Retry-After holds every
 // operation to that host back until the time it names (at most
 // WithMaxRetryAfter). An operation held past its deadline fails with
-// ErrHostCoolingDown without sending anything.
+// ErrBudgetExhausted without sending anything.
 package idem

@@ -42,7 +42,8 @@ func ExampleNewClient() {
 	}
 	resp.Body.Close()
 	fmt.Println(resp.StatusCode, len(keys), "attempts, same key:", keys[0] == keys[1])
-	fmt.Println("key reported:", idem.KeyFromRequest(resp.Request) == keys[0])
+	attempt, _ := idem.AttemptFromContext(resp.Request.Context())
+	fmt.Println("key reported:", attempt.Key == keys[0])
 	// Output:
 	// 201 2 attempts, same key: true
 	// key reported: true
@@ -140,7 +141,7 @@ func ExampleNewBudget() {
 	}))
 	defer srv.Close()
 
-	budget := idem.NewBudget(idem.WithBudgetRatio(0.5), idem.WithBudgetMinPerSecond(0))
+	budget := idem.NewBudget(0.5, 0)
 	opts := []idem.Option{idem.WithRetryBudget(budget), idem.WithMaxAttempts(3), idem.WithBackoff(time.Millisecond, time.Millisecond)}
 	clients := []*http.Client{
 		{Transport: idem.NewTransport(nil, opts...)},

@@ -206,3 +206,10 @@ func waitFor[T any](t testing.TB, ch <-chan T, what string, args ...any) T {
 	var zero T
 	return zero
 }
+
+// keyOf returns the key the operation that answered resp sent: the key in
+// the AttemptInfo its attempt carried.
+func keyOf(resp *http.Response) string {
+	a, _ := AttemptFromContext(resp.Request.Context())
+	return a.Key
+}

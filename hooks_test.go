@@ -69,7 +69,7 @@ func TestOnDoneReport(t *testing.T) {
 			Report{Method: "GET", Host: "x", Key: "K", Attempts: 1, Status: 404, Stop: "final-status"}},
 		{"attempts used", []fakeStep{{status: 503}}, []Option{WithMaxAttempts(3)}, http.MethodGet,
 			Report{Method: "GET", Host: "x", Key: "K", Attempts: 3, Status: 503, Stop: "exhausted"}},
-		{"budget", []fakeStep{{status: 503}}, []Option{WithRetryBudget(NewBudget(WithBudgetRatio(0), WithBudgetMinPerSecond(0)))}, http.MethodGet,
+		{"budget", []fakeStep{{status: 503}}, []Option{WithRetryBudget(newBudget(budgetRatio(0), budgetMinPerSecond(0)))}, http.MethodGet,
 			Report{Method: "GET", Host: "x", Key: "K", Attempts: 1, Status: 503, Stop: "budget", BudgetRefused: true}},
 		{"not retryable", []fakeStep{{err: errConnReset()}}, []Option{WithAutoKeys(false)}, http.MethodPost,
 			Report{Method: "POST", Host: "x", Attempts: 1, Stop: "not-retryable"}},

@@ -335,7 +335,7 @@ func (o *operation) contextStop(other string) string {
 // waitForHost waits, before an attempt, until the host is no longer held back
 // by the budget, and reports true. When the hold (plus its spread) would end
 // past the deadline it does not wait, and returns the decision to stop with
-// ErrHostCoolingDown; when the context ends during the wait, the decision to
+// ErrBudgetExhausted; when the context ends during the wait, the decision to
 // stop with its cause.
 func (o *operation) waitForHost() (decision, bool) {
 	if o.cfg.budget == nil {
@@ -349,7 +349,7 @@ func (o *operation) waitForHost() (decision, bool) {
 	h := until.Sub(now)
 	wait := h + spread(h, o.rnd())
 	if !now.Add(wait).Before(o.deadline) {
-		return decision{stop: o.contextStop(stopHostHold), cause: ErrHostCoolingDown, detail: "held for " + h.String()}, false
+		return decision{stop: o.contextStop(stopHostHold), cause: ErrBudgetExhausted, detail: "the host is held back for " + h.String() + " after a Retry-After"}, false
 	}
 	if l := o.cfg.logger; l != nil {
 		l.LogAttrs(o.ctx, slog.LevelInfo, "idem: waiting for a host hold",

@@ -13,7 +13,7 @@ import (
 // An Option configures a Transport made by NewTransport or NewClient. Options
 // are checked when they are made: an impossible value panics there, with a
 // message that names the option, never later on a request. The same rule holds
-// for BudgetOption.
+// for NewBudget's arguments.
 type Option func(*config)
 
 // config is the immutable policy of a Transport.

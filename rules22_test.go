@@ -13,12 +13,12 @@ import (
 // TestHostHoldCappedByMaxRetryAfter: a 503 with Retry-After: 86400 holds the
 // host for every operation sharing the budget, but for no longer than
 // WithMaxRetryAfter (2s here); without the cap the next operation would fail
-// with ErrHostCoolingDown for a day.
+// with ErrBudgetExhausted for a day.
 func TestHostHoldCappedByMaxRetryAfter(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeRT{steps: []fakeStep{{status: 503, header: http.Header{"Retry-After": {"86400"}}}, {status: 200}}}
-		tr := NewTransport(f, noWait(), WithRetryBudget(NewBudget()), WithMaxRetryAfter(2*time.Second))
+		tr := NewTransport(f, noWait(), WithRetryBudget(newBudget()), WithMaxRetryAfter(2*time.Second))
 		resp, err := tr.RoundTrip(mustRequest(t, context.Background(), http.MethodGet, "http://x/", ""))
 		if err != nil || resp.StatusCode != 503 {
 			t.Fatalf("first operation: %v, %v; want its 503 back (Retry-After past WithMaxRetryAfter)", resp, err)
@@ -26,7 +26,7 @@ func TestHostHoldCappedByMaxRetryAfter(t *testing.T) {
 		_ = resp.Body.Close()
 		start := time.Now()
 		resp, err = tr.RoundTrip(mustRequest(t, context.Background(), http.MethodGet, "http://x/", ""))
-		if errors.Is(err, ErrHostCoolingDown) {
+		if errors.Is(err, ErrBudgetExhausted) {
 			t.Fatalf("second operation: %v: the host hold was not capped by WithMaxRetryAfter", err)
 		}
 		if err != nil || resp.StatusCode != 200 {
@@ -45,7 +45,7 @@ func TestGetBodyFailureRefundsToken(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeRT{steps: []fakeStep{{status: 503}}}
-		b := NewBudget()
+		b := newBudget()
 		tr := NewTransport(f, noWait(), WithRetryBudget(b))
 		req := mustRequest(t, context.Background(), http.MethodPut, "http://x/", "body")
 		req.GetBody = func() (io.ReadCloser, error) { return nil, errors.New("no second copy") }
@@ -139,7 +139,7 @@ func TestHostHoldWaitIsSpread(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeRT{steps: []fakeStep{{status: 503, header: http.Header{"Retry-After": {"2"}}}, {status: 200}}}
-		tr := NewTransport(f, noWait(), WithRetryBudget(NewBudget()), WithMaxAttempts(1))
+		tr := NewTransport(f, noWait(), WithRetryBudget(newBudget()), WithMaxAttempts(1))
 		tr.rand = func() float64 { return 0.5 } // spread: 0.5 × min(1s, 2s/10) = 100ms
 		resp, err := tr.RoundTrip(mustRequest(t, context.Background(), http.MethodGet, "http://x/a", ""))
 		if err != nil || resp.StatusCode != 503 {
@@ -170,7 +170,7 @@ func TestHostHoldWaitIsSpread(t *testing.T) {
 			return f.RoundTrip(req)
 		})
 		f.steps = []fakeStep{{status: 500}, {status: 200}}
-		tr := NewTransport(rt, WithJitter(NoJitter), WithBackoff(time.Second, time.Second), WithRetryBudget(NewBudget()))
+		tr := NewTransport(rt, WithJitter(NoJitter), WithBackoff(time.Second, time.Second), WithRetryBudget(newBudget()))
 		tr.rand = func() float64 { return 0.5 }
 		done := make(chan error, 1)
 		go func() {

@@ -68,7 +68,13 @@ func postPayment(ctx context.Context, client *http.Client, url, customer string)
 		return reply{}, err
 	}
 	defer resp.Body.Close()
-	r := reply{status: resp.StatusCode, replayed: idem.Replayed(resp), key: idem.KeyFromRequest(resp.Request)}
+	r := reply{status: resp.StatusCode, replayed: idem.Replayed(resp), key: keyOf(resp)}
 	r.body, r.bodyErr = io.ReadAll(resp.Body)
 	return r, nil
+}
+
+// keyOf returns the key the operation that answered resp sent.
+func keyOf(resp *http.Response) string {
+	a, _ := idem.AttemptFromContext(resp.Request.Context())
+	return a.Key
 }
