@@ -286,7 +286,7 @@ func Example_migratingFromRetryablehttp() {
 	defer srv.Close()
 
 	client := idem.NewClient(
-		idem.WithMaxAttempts(5), // RetryMax 4 + the first attempt
+		idem.WithMaxAttempts(5),                               // RetryMax 4 + the first attempt
 		idem.WithBackoff(100*time.Millisecond, 2*time.Second), // RetryWaitMin, RetryWaitMax
 		idem.WithRetryIf(func(resp *http.Response, err error, retryable bool) bool { // CheckRetry
 			return retryable // the Transport's table: keep it, add to it, or refuse
