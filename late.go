@@ -34,7 +34,7 @@ var errAnswered = errors.New("idem: a late attempt answered")
 
 // errOperationEnded cancels the attempts still going on when their operation
 // ends.
-var errOperationEnded = errors.New("idem: the operation ended")
+var errOperationEnded = errors.New("idem: RoundTrip returned without this attempt's answer")
 
 // lateDrain bounds the time spent draining a late answer that is not used.
 const lateDrain = time.Second
@@ -66,7 +66,7 @@ func newLateAttempts(final func(*http.Response) bool) *lateAttempts {
 // goOn lets an attempt go on after the operation stopped waiting for it: its
 // result, when it comes, is offered as the operation's answer if it is final,
 // and let go otherwise.
-func (l *lateAttempts) goOn(done <-chan roundTrip, b *boundedAttempt) {
+func (l *lateAttempts) goOn(results <-chan roundTrip, b *boundedAttempt) {
 	l.mu.Lock()
 	ended := l.ended
 	if !ended {
@@ -78,8 +78,8 @@ func (l *lateAttempts) goOn(done <-chan roundTrip, b *boundedAttempt) {
 		b.cancel(errOperationEnded)
 	}
 	go func() {
-		rt := <-done
-		defer l.settle()
+		rt := <-results
+		defer l.arrived()
 		if rt.err != nil {
 			b.cancel(nil)
 			return
@@ -97,8 +97,8 @@ func (l *lateAttempts) goOn(done <-chan roundTrip, b *boundedAttempt) {
 	}()
 }
 
-// settle counts a late attempt that has its answer.
-func (l *lateAttempts) settle() {
+// arrived counts a late attempt that has its answer.
+func (l *lateAttempts) arrived() {
 	l.mu.Lock()
 	l.pending--
 	l.mu.Unlock()
@@ -109,14 +109,14 @@ func (l *lateAttempts) settle() {
 }
 
 // waitAnswer waits until a late attempt brings a final answer (true), or
-// every late attempt has ended without one, or done is closed (false).
-func (l *lateAttempts) waitAnswer(done <-chan struct{}) bool {
+// every late attempt has ended without one, or quit is closed (false).
+func (l *lateAttempts) waitAnswer(quit <-chan struct{}) bool {
 	for {
 		l.mu.Lock()
-		answered, pending := l.answer != nil, l.pending
+		taken, pending := l.answer != nil, l.pending
 		l.mu.Unlock()
 		switch {
-		case answered:
+		case taken:
 			return true
 		case pending == 0:
 			return false
@@ -125,7 +125,7 @@ func (l *lateAttempts) waitAnswer(done <-chan struct{}) bool {
 		case <-l.won:
 			return true
 		case <-l.settled:
-		case <-done:
+		case <-quit:
 			return false
 		}
 	}

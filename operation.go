@@ -479,7 +479,7 @@ func (o *operation) attempt(nextBody io.ReadCloser) attemptResult {
 	}
 	if bound <= 0 {
 		resp, err := o.next.RoundTrip(o.attemptRequest(o.ctx, nextBody, limit))
-		return o.result(now, resp, err)
+		return o.readResponse(now, resp, err)
 	}
 	// The bound is for the response headers only.
 	ctx, cancel := context.WithCancelCause(o.ctx)
@@ -500,26 +500,26 @@ func (o *operation) attempt(nextBody io.ReadCloser) attemptResult {
 		}
 		return attemptResult{outcome: outcome{err: context.Cause(ctx), timedOut: o.ctx.Err() == nil}}
 	}
-	return o.answered(now, b, resp, err)
+	return o.headersCame(now, b, resp, err)
 }
 
-// answered is the result of a bounded attempt whose answer came within its
+// headersCame is the result of a bounded attempt whose answer came within its
 // bound: the body of a response keeps the attempt's context until it is
 // closed; otherwise the context is released now.
-func (o *operation) answered(start time.Time, b *boundedAttempt, resp *http.Response, err error) attemptResult {
+func (o *operation) headersCame(start time.Time, b *boundedAttempt, resp *http.Response, err error) attemptResult {
 	if err != nil || resp.Body == nil || resp.StatusCode == http.StatusSwitchingProtocols {
 		b.cancel(nil)
 	} else {
 		b.ReadCloser = resp.Body
 		resp.Body = b
 	}
-	return o.result(start, resp, err)
+	return o.readResponse(start, resp, err)
 }
 
-// result reads what the operation needs from a response: its status, and the
+// readResponse reads what the operation needs from a response: its status, and the
 // Retry-After of a 409, 429 or 503 (which, on a 429 or 503, holds the host
 // back for every operation sharing the budget, for at most WithMaxRetryAfter).
-func (o *operation) result(now time.Time, resp *http.Response, err error) attemptResult {
+func (o *operation) readResponse(now time.Time, resp *http.Response, err error) attemptResult {
 	if err != nil {
 		return attemptResult{outcome: outcome{err: err}}
 	}
@@ -648,7 +648,7 @@ func (o *operation) attemptGoesOn(req *http.Request, b *boundedAttempt, start ti
 	defer timer.Stop()
 	select {
 	case r := <-done:
-		return o.answered(start, b, r.resp, r.err)
+		return o.headersCame(start, b, r.resp, r.err)
 	case <-timer.C:
 		o.late.goOn(done, b)
 		return attemptResult{outcome: outcome{err: &attemptTimeoutError{after: b.after}, timedOut: true}}

@@ -432,7 +432,7 @@ func TestInnerErrorMessages(t *testing.T) {
 	}{
 		{&keyError{source: "header", reason: "empty"}, "idem: invalid idempotency key from the header: empty"},
 		{&attemptTimeoutError{after: 2e9}, "idem: attempt timed out after 2s"},
-		{&attemptTimeoutError{after: 1e9, capped: true}, "idem: attempt cut after 1s by the operation's WithMaxElapsed cap"},
+		{&attemptTimeoutError{after: 1e9, capped: true}, "idem: attempt cut after 1s by the WithMaxElapsed cap"},
 		{&wrapError{sentinel: ErrBodyNotReplayable, err: io.EOF}, "idem: request body cannot be replayed: EOF"},
 	}
 	for _, tt := range tests {
