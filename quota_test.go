@@ -104,3 +104,46 @@ func TestDefaultsRideOutAShortOutage(t *testing.T) {
 		})
 	}
 }
+
+// TestRetryQuotaRefills: answers refill the quota, time does not. An empty
+// quota refuses the retry; an operation answered at its first attempt gives
+// 1 unit back, and one answered after a retry gives that retry's cost back.
+func TestRetryQuotaRefills(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeRT{steps: []fakeStep{{status: 200}}}
+		tr := NewTransport(f, noWait())
+		q := tr.retryQuota(tr.policy())
+		q.tokens = 4          // less than one retry
+		time.Sleep(time.Hour) // time alone gives nothing back
+		resp, err := tr.RoundTrip(mustRequest(t, context.Background(), http.MethodGet, "http://x/", ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if q.tokens != 5 {
+			t.Fatalf("tokens %d after an answer at the first attempt, want 4+1 = 5", q.tokens)
+		}
+		f.steps = []fakeStep{{status: 503}, {status: 200}}
+		f.calls = nil
+		resp, err = tr.RoundTrip(mustRequest(t, context.Background(), http.MethodGet, "http://x/", ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if len(f.Calls()) != 2 || q.tokens != 5 {
+			t.Errorf("%d attempts, tokens %d; want the retry paid (5) and given back when answered: 2 attempts, 5 tokens", len(f.Calls()), q.tokens)
+		}
+		f.steps = []fakeStep{{status: 503}}
+		f.calls = nil
+		q.tokens = 4
+		resp, err = tr.RoundTrip(mustRequest(t, context.Background(), http.MethodGet, "http://x/", ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if len(f.Calls()) != 1 || q.tokens != 4 {
+			t.Errorf("%d attempts, tokens %d; want the retry refused by the empty quota (1 attempt) and nothing given for a 503", len(f.Calls()), q.tokens)
+		}
+	})
+}
