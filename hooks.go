@@ -113,11 +113,11 @@ type Report struct {
 	//	"deadline"       the next wait or attempt would pass the WithMaxElapsed
 	//	                 cap or the context's deadline, or one of them passed
 	//	"canceled"       the caller's context was cancelled
-	//	"budget"         the retry budget refused a retry
+	//	"budget"         the retry budget (or the default retry quota) refused a retry
 	//	"host-hold"      the host is held back past the deadline
 	//	"invalid-key"    the key is not valid; nothing was sent
 	Stop string
-	// BudgetRefused reports whether the retry budget refused a retry.
+	// BudgetRefused reports whether the retry budget or quota refused a retry.
 	BudgetRefused bool
 	// HostHold is the total time the operation waited for a host hold.
 	HostHold time.Duration
