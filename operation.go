@@ -135,7 +135,13 @@ func (o *operation) run() (*http.Response, error) {
 		// discarded body may take at most half the time that would be left
 		// after the wait, so the next attempt still has time.
 		o.notify(d)
-		o.hostHold += d.holdPart
+		if d.holdPart > 0 {
+			o.hostHold += d.holdPart
+			if l := cfg.logger; l != nil {
+				l.LogAttrs(o.ctx, slog.LevelInfo, "idem: waiting for a host hold",
+					append(o.logAttrs(), slog.Duration("hold", d.wait))...)
+			}
+		}
 		discard(res.resp, now.Add(o.deadline.Sub(now.Add(d.wait))/2))
 		if err := o.sleep(d.wait); err != nil {
 			o.refundRetry(now)

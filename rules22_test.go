@@ -200,3 +200,24 @@ func TestHostHoldWaitIsSpread(t *testing.T) {
 		}
 	})
 }
+
+// TestLateAnswerFinalByRetryIf: a late answer is final when the table and the
+// WithRetryIf predicate together say "do not retry": a late 503 that the
+// predicate refuses to retry ends the operation.
+func TestLateAnswerFinalByRetryIf(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeRT{steps: []fakeStep{{delay: 1500 * time.Millisecond, status: 503, body: "down"}, {block: true}}}
+		tr := NewTransport(f, noWait(), WithAttemptTimeout(time.Second),
+			WithRetryIf(func(resp *http.Response, err error, retryable bool) bool {
+				return retryable && (resp == nil || resp.StatusCode != 503)
+			}))
+		resp, err := tr.RoundTrip(mustRequest(t, context.Background(), http.MethodPost, "http://x/", "{}"))
+		if err != nil {
+			t.Fatalf("RoundTrip: %v; want the late 503, final under the predicate", err)
+		}
+		if resp.StatusCode != 503 || readAll(t, resp) != "down" {
+			t.Errorf("got %d, want the late 503", resp.StatusCode)
+		}
+	})
+}
