@@ -56,7 +56,7 @@ type reply struct {
 }
 
 // postPayment runs one logical payment for customer through client. ctx may
-// carry a key (idem.WithKey). A transport error is returned as it is.
+// carry a key (idem.ContextWithKey). A transport error is returned as it is.
 func postPayment(ctx context.Context, client *http.Client, url, customer string) (reply, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/payments", strings.NewReader(paymentBody(customer)))
 	if err != nil {

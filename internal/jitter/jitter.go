@@ -35,7 +35,7 @@ const (
 // saturates at max for every n, so it never overflows.
 //
 // rnd returns uniform numbers in [0, 1); nil means math/rand/v2's Float64. A
-// value outside [0, 1) is clamped into it. NewBackOff panics if j is not one of
+// value outside [0, 1) is clamped into it. New panics if j is not one of
 // the four constants or if base or max is negative.
 func New(j Kind, base, max time.Duration, rnd func() float64) Backoff {
 	if j < Full || j > None {

@@ -130,7 +130,7 @@ func TestJitterFormulasFixedR(t *testing.T) {
 	}
 }
 
-func TestNewBackOffSequences(t *testing.T) {
+func TestNewSequences(t *testing.T) {
 	t.Parallel()
 	const (
 		base = 100 * time.Millisecond
@@ -176,7 +176,7 @@ func TestNewBackOffSequences(t *testing.T) {
 	}
 }
 
-func TestNewBackOffBounds(t *testing.T) {
+func TestNewBounds(t *testing.T) {
 	t.Parallel()
 	const (
 		base   = 300 * time.Millisecond
@@ -222,7 +222,7 @@ func TestNewBackOffBounds(t *testing.T) {
 	}
 }
 
-func TestNewBackOffNoOverflow(t *testing.T) {
+func TestNewNoOverflow(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name      string
@@ -252,7 +252,7 @@ func TestNewBackOffNoOverflow(t *testing.T) {
 	}
 }
 
-func TestNewBackOffIndependentInstances(t *testing.T) {
+func TestNewIndependentInstances(t *testing.T) {
 	t.Parallel()
 	half := func() float64 { return 0.5 }
 	for _, j := range []Kind{Full, Equal, Decorrelated, None} {
@@ -271,7 +271,7 @@ func TestNewBackOffIndependentInstances(t *testing.T) {
 	}
 }
 
-func TestNewBackOffDefaultRandom(t *testing.T) {
+func TestNewDefaultRandom(t *testing.T) {
 	t.Parallel()
 	b := newPtr(Full, time.Second, time.Second, nil)
 	seen := map[time.Duration]bool{}
@@ -287,7 +287,7 @@ func TestNewBackOffDefaultRandom(t *testing.T) {
 	}
 }
 
-func TestNewBackOffPanics(t *testing.T) {
+func TestNewPanics(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name      string
@@ -304,7 +304,7 @@ func TestNewBackOffPanics(t *testing.T) {
 			t.Parallel()
 			defer func() {
 				if recover() == nil {
-					t.Error("NewBackOff did not panic")
+					t.Error("New did not panic")
 				}
 			}()
 			newPtr(tt.j, tt.base, tt.max, nil)
