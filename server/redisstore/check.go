@@ -56,15 +56,18 @@ func (s *Store) check(ctx context.Context) error {
 		}
 		return nil
 	}
-	switch c := s.client.(type) {
-	case *redis.ClusterClient:
-		return c.ForEachMaster(ctx, check)
-	case *redis.Client:
-		return check(ctx, c)
-	case *redis.Ring:
-		return c.ForEachShard(ctx, check)
-	}
-	return fmt.Errorf("redisstore: Check: unsupported client %T", s.client)
+	_, err := call(ctx, s.direct, func(ctx context.Context) (struct{}, error) {
+		switch c := s.client.(type) {
+		case *redis.ClusterClient:
+			return struct{}{}, c.ForEachMaster(ctx, check)
+		case *redis.Client:
+			return struct{}{}, check(ctx, c)
+		case *redis.Ring:
+			return struct{}{}, c.ForEachShard(ctx, check)
+		}
+		return struct{}{}, fmt.Errorf("redisstore: Check: unsupported client %T", s.client)
+	})
+	return err
 }
 
 // checkOnce runs Check until it succeeds once.

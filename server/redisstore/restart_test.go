@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,8 +19,21 @@ import (
 )
 
 // Private servers of these tests listen on loopback ports 7150-7199 (the
-// range .ci/redis-topologies.sh leaves free), never elsewhere.
-const privatePortFirst, privatePortLast = 7150, 7199
+// range .ci/redis-topologies.sh leaves free), never elsewhere, unless
+// IDEM_REDISSTORE_PORTS ("first-last") names another range.
+var privatePortFirst, privatePortLast = privatePorts(os.Getenv("IDEM_REDISSTORE_PORTS"))
+
+func privatePorts(env string) (first, last int) {
+	first, last = 7150, 7199
+	if a, b, ok := strings.Cut(env, "-"); ok {
+		f, errF := strconv.Atoi(a)
+		l, errL := strconv.Atoi(b)
+		if errF == nil && errL == nil && 0 < f && f <= l && l < 65536 {
+			return f, l
+		}
+	}
+	return first, last
+}
 
 var (
 	portMu   sync.Mutex
@@ -100,6 +116,23 @@ func (r *privateRedis) kill() {
 	_ = r.cmd.Process.Kill()
 	_ = r.cmd.Wait()
 	r.cmd = nil
+}
+
+// pause stops the server (SIGSTOP): it keeps its connections and its data but
+// answers nothing until resume, as a Redis stalled by the host or the kernel.
+func (r *privateRedis) pause() {
+	r.t.Helper()
+	if err := r.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		r.t.Fatalf("SIGSTOP redis-server: %v", err)
+	}
+	r.t.Cleanup(r.resume) // a test that fails while Redis is paused leaves it running for the kill
+}
+
+// resume lets a paused server go on (SIGCONT).
+func (r *privateRedis) resume() {
+	if r.cmd != nil {
+		_ = r.cmd.Process.Signal(syscall.SIGCONT)
+	}
 }
 
 func (r *privateRedis) client(t *testing.T) *redis.Client {
