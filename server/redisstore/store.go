@@ -30,6 +30,8 @@ type Store struct {
 	// onPoll, when set (tests), is called each time a waiting Do finds the
 	// owner still running, before it sleeps.
 	onPoll func()
+	// onSettled, when set (tests), is called when a background settle ends.
+	onSettled func()
 }
 
 var _ server.Store = (*Store)(nil)
@@ -44,7 +46,7 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 	if client == nil {
 		panic("redisstore: New(nil): want a Redis client")
 	}
-	cfg := config{prefix: DefaultPrefix, opTimeout: DefaultOpTimeout}
+	cfg := config{prefix: DefaultPrefix, opTimeout: DefaultOpTimeout, settleReplicasFor: defaultSettleReplicasFor}
 	for _, o := range opts {
 		if o == nil {
 			panic("redisstore: New: nil Option")
@@ -334,13 +336,27 @@ func (s *Store) recordOnce(ctx context.Context, key string, claim, record []byte
 }
 
 // settle keeps trying to record a response whose first attempt failed (Redis
-// unreachable, or the replicas did not acknowledge it), with capped backoff,
-// until it is recorded (and acknowledged), another owner holds the key, or the
-// record's TTL has passed (it would have expired by then). It runs in the
-// background, after Do returned.
+// unreachable, or the replicas did not acknowledge it), with capped backoff.
+// It runs in the background, after Do returned, and stops when the record is
+// written (and acknowledged), when another owner holds the key, or:
+//
+//   - while the record is not written, when the record's TTL has passed (it
+//     would have expired by then). It keeps trying every settleCap at most,
+//     so that once Redis answers again the record lands within the grace a
+//     claimant waits before it may take the key;
+//   - once the record is written but not acknowledged by the replicas, after
+//     settleReplicasFor (with backoff up to settleReplicasCap): the record is
+//     on the master, so a retry replays it; only a failover before a replica
+//     has it can lose it, and waiting longer does not make a missing replica
+//     come back.
 func (s *Store) settle(ctx context.Context, key string, claim, record []byte, ttl time.Duration) {
-	giveUp := time.Now().Add(ttl)
-	delay := 20 * time.Millisecond
+	if s.onSettled != nil {
+		defer s.onSettled()
+	}
+	start := time.Now()
+	giveUp := start.Add(ttl)
+	written := false // the record is on the master; only WAIT failed
+	delay, ceiling := 20*time.Millisecond, settleCap
 	for attempt := 1; ; attempt++ {
 		time.Sleep(delay) // backoff between attempts
 		err := s.record(ctx, key, claim, record, ttl)
@@ -351,17 +367,36 @@ func (s *Store) settle(ctx context.Context, key string, claim, record []byte, tt
 		case errors.Is(err, ErrLeaseLost):
 			s.logWarn("giving up recording the response: another owner holds the key", key, err)
 			return
-		case time.Now().After(giveUp):
-			s.logWarn("giving up recording the response: its TTL has passed", key, err)
+		case errors.Is(err, ErrNotReplicated) && !written:
+			written, ceiling = true, settleReplicasCap
+			if until := time.Now().Add(s.cfg.settleReplicasFor); until.Before(giveUp) {
+				giveUp = until
+			}
+		}
+		if !time.Now().Before(giveUp) {
+			if written {
+				s.logWarn("giving up waiting for the replicas: the record is on the master only", key, err)
+			} else {
+				s.logWarn("giving up recording the response: its TTL has passed", key, err)
+			}
 			return
 		}
-		delay = min(2*delay, settleCap)
+		delay = min(2*delay, ceiling, time.Until(giveUp))
 	}
 }
 
-// settleCap bounds the wait between two attempts of settle: once Redis is
-// back, the owner's record lands within about this long.
+// settleCap bounds the wait between two attempts of settle while the record
+// is not written: once Redis is back, the owner's record lands within about
+// this long.
 const settleCap = 250 * time.Millisecond
+
+// Once a record is on the master but not acknowledged by the replicas, settle
+// WAITs again with backoff up to settleReplicasCap, for
+// defaultSettleReplicasFor: about 15 attempts.
+const (
+	settleReplicasCap        = 5 * time.Second
+	defaultSettleReplicasFor = time.Minute
+)
 
 // acquire claims key (claimScript) and, with WithMinReplicas, WAITs for the
 // replicas to acknowledge the claim, releasing it and failing with
