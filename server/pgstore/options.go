@@ -42,14 +42,13 @@ func WithTable(name string) Option {
 	return func(c *config) { c.table = name }
 }
 
-// WithLockTimeout bounds how long a concurrent duplicate waits for the key lock of
-// a request still in progress, whatever its Request.Wait asks (default 10s): the
-// duplicate waits the smaller of the two, then Do reports OutcomeInProgress. The
-// wait is PostgreSQL's lock_timeout, set for the claim statement only; if the first
-// request finishes within it, the duplicate replays its response instead (or runs,
-// if the first rolled back). A waiting duplicate holds a pooled connection, so this
-// also bounds how long duplicates can keep connections from other requests. It
-// panics unless d is between 1ms and 1h.
+// WithLockTimeout bounds how long a concurrent duplicate waits for the key of a
+// request still in progress, whatever its Request.Wait asks (default 10s): the
+// duplicate waits the smaller of the two, then Do reports OutcomeInProgress; if
+// the first request finishes within it, the duplicate replays its response
+// instead (or runs, if the first rolled back). A waiting duplicate holds no
+// connection between its looks (see the package documentation). It panics
+// unless d is between 1ms and 1h.
 func WithLockTimeout(d time.Duration) Option {
 	if d < time.Millisecond || d > time.Hour {
 		panic(fmt.Sprintf("pgstore: WithLockTimeout(%v): want between 1ms and 1h", d))
