@@ -92,7 +92,9 @@ func openBackends(ctx context.Context, cfg config, logger *slog.Logger) (server.
 // addresses are the sentinels'), more than one address a Cluster, one address
 // a single node, unless -redis-cluster makes it a Cluster seed.
 func redisClient(cfg config) redis.UniversalClient {
-	o := &redis.UniversalOptions{Addrs: cfg.redisAddrs(), MasterName: cfg.redisMasterName}
+	// ContextTimeoutEnabled: the store's per-call deadlines (WithOpTimeout)
+	// then free the connection too, not only the caller.
+	o := &redis.UniversalOptions{Addrs: cfg.redisAddrs(), MasterName: cfg.redisMasterName, ContextTimeoutEnabled: true}
 	if cfg.redisCluster {
 		return redis.NewClusterClient(o.Cluster())
 	}

@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/idemkit/idem/server"
+	"github.com/idemkit/idem/server/pgstore"
 	"github.com/idemkit/idem/server/pgstore/internal/pgtest"
 )
 
@@ -90,5 +93,26 @@ func recvOrFail(t *testing.T, ch <-chan struct{}, what string) {
 	case <-ch:
 	case <-time.After(10 * time.Second):
 		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// Ping answers nil while PostgreSQL serves, and an error once it cannot be
+// reached (here: a pool on a port nothing listens on).
+func TestPingTellsWhenPostgresCannotServe(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	if err := e.store.Ping(context.Background()); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
+	cfg := e.pool.Config()
+	cfg.ConnConfig.Port = 1 // nothing listens there
+	cfg.ConnConfig.ConnectTimeout = time.Second
+	dead, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dead.Close()
+	if err := pgstore.New(dead).Ping(context.Background()); err == nil {
+		t.Fatal("Ping on an unreachable server: nil, want an error")
 	}
 }

@@ -45,7 +45,26 @@ type Store struct {
 	waiting atomic.Int64 // Do calls waiting for another request's key (tests)
 }
 
-var _ server.Store = (*Store)(nil)
+var (
+	_ server.Store  = (*Store)(nil)
+	_ server.Pinger = (*Store)(nil)
+)
+
+// Ping implements server.Pinger: it reports whether the store can serve a Do
+// now, by taking a pooled connection (waiting at most the acquire timeout, as
+// Do would) and running an empty statement on it, bounded by ctx. A readiness
+// check calls it (idem-server's /readyz).
+func (s *Store) Ping(ctx context.Context) error {
+	conn, err := s.acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("pgstore: ping: %w", err)
+	}
+	defer conn.Release()
+	if err := conn.Ping(ctx); err != nil {
+		return fmt.Errorf("pgstore: ping: %w", err)
+	}
+	return nil
+}
 
 // New returns a Store that keeps its records in pool's database. It does not
 // touch the database; call Migrate once to create the table. It panics if pool

@@ -102,3 +102,23 @@ func TestLostClaimReplyDoesNotBlockTheRetry(t *testing.T) {
 		t.Fatalf("retry after the lost answer: %v (ran %d times), want executed at once", got.Outcome, calls)
 	}
 }
+
+// Ping answers nil while Redis serves, and an error, within the op timeout,
+// while it is stalled or stopped.
+func TestPingTellsWhenRedisCannotServe(t *testing.T) {
+	t.Parallel()
+	srv := startPrivateRedis(t)
+	s := New(srv.client(t), WithOpTimeout(200*time.Millisecond))
+	if err := s.Ping(context.Background()); err != nil {
+		t.Fatalf("Ping with Redis up: %v", err)
+	}
+	srv.pause()
+	if err := s.Ping(context.Background()); err == nil {
+		t.Fatal("Ping with Redis stalled: nil, want an error")
+	}
+	srv.resume()
+	srv.kill()
+	if err := s.Ping(context.Background()); err == nil {
+		t.Fatal("Ping with Redis stopped: nil, want an error")
+	}
+}

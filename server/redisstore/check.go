@@ -82,3 +82,27 @@ func (s *Store) checkOnce(ctx context.Context) error {
 	}
 	return s.Check(ctx)
 }
+
+// Ping implements server.Pinger: it reports whether the store can serve a Do
+// now, by a PING to every master that holds its keys (the one master of a
+// standalone or Sentinel client, each master of a Cluster or shard of a Ring),
+// bounded by the op timeout and ctx. A readiness check calls it (idem-server's
+// /readyz).
+func (s *Store) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.opTimeout)
+	defer cancel()
+	ping := func(ctx context.Context, node *redis.Client) error { return node.Ping(ctx).Err() }
+	_, err := call(ctx, s.direct, func(ctx context.Context) (struct{}, error) {
+		switch c := s.client.(type) {
+		case *redis.ClusterClient:
+			return struct{}{}, c.ForEachMaster(ctx, ping)
+		case *redis.Ring:
+			return struct{}{}, c.ForEachShard(ctx, ping)
+		}
+		return struct{}{}, s.client.Ping(ctx).Err()
+	})
+	if err != nil {
+		return fmt.Errorf("redisstore: ping: %w", err)
+	}
+	return nil
+}

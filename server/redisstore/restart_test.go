@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"net"
-	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -15,25 +13,14 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemkit/idem/internal/servicetest"
 	"github.com/idemkit/idem/server"
 )
 
 // Private servers of these tests listen on loopback ports 7150-7199 (the
-// range .ci/redis-topologies.sh leaves free), never elsewhere, unless
-// IDEM_REDISSTORE_PORTS ("first-last") names another range.
-var privatePortFirst, privatePortLast = privatePorts(os.Getenv("IDEM_REDISSTORE_PORTS"))
-
-func privatePorts(env string) (first, last int) {
-	first, last = 7150, 7199
-	if a, b, ok := strings.Cut(env, "-"); ok {
-		f, errF := strconv.Atoi(a)
-		l, errL := strconv.Atoi(b)
-		if errF == nil && errL == nil && 0 < f && f <= l && l < 65536 {
-			return f, l
-		}
-	}
-	return first, last
-}
+// range .ci/redis-topologies.sh leaves free), never elsewhere, moved by
+// IDEM_PRIVATE_PORT_OFFSET (servicetest.Port).
+var privatePortFirst, privatePortLast = servicetest.Port(7150), servicetest.Port(7199)
 
 var (
 	portMu   sync.Mutex

@@ -34,7 +34,10 @@ type Store struct {
 	onSettled func()
 }
 
-var _ server.Store = (*Store)(nil)
+var (
+	_ server.Store  = (*Store)(nil)
+	_ server.Pinger = (*Store)(nil)
+)
 
 // New returns a Store that keeps its records in Redis through client, which may
 // be a standalone, Sentinel (failover) or Cluster client. The store does not own
