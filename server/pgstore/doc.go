@@ -141,6 +141,32 @@
 // on a deadlock PostgreSQL breaks (503), where one version alone would have
 // waited and replayed, or answered 409 or 422.
 //
+// # Time bounds and partitions
+//
+// Every statement the store sends is bounded: each round trip of the claim
+// (BEGIN with the claim, the probe of an owner) and everything after the
+// handler (record and COMMIT, or ROLLBACK) by WithFinishTimeout (5 s); a wait
+// for a pooled connection by WithAcquireTimeout (1 s). A PostgreSQL that does
+// not answer therefore fails Do before the handler within the finish timeout
+// (the middleware answers 503), or after it with server.ErrNotRecorded
+// (outcome unknown; nothing was committed), and pgx closes the connection.
+//
+// On the server's side, the claim's transaction carries
+// idle_in_transaction_session_timeout (WithIdleInTxTimeout, a minute by
+// default): if the owner's process is cut off or stalled mid-handler,
+// PostgreSQL ends the session once it has waited that long for a statement,
+// which rolls back the business writes with the claim and frees the key, so
+// other instances run it (once: the cut-off owner's commit cannot succeed).
+// Pools built with NewPool or ConfigurePool also carry TCP keepalives and
+// TCP_USER_TIMEOUT on both sides (about 30 s), so a partition ends idle and
+// busy connections alike instead of after the kernel's minutes or hours.
+// TestPartitionMidHandlerFreesTheKey cuts a proxy between the owner and
+// PostgreSQL after the business write: a duplicate on another instance runs
+// about the idle timeout later, the owner's Do fails within its finish
+// timeout, and one payment is committed. The handler's own statements are
+// bounded only by its context and by the TCP settings above; give them a
+// deadline of the handler's own where that matters.
+//
 // # PgBouncer
 //
 // The store works through PgBouncer in transaction pooling mode (and session

@@ -8,10 +8,11 @@ import (
 
 // Defaults of the options.
 const (
-	DefaultTable          = "idem_keys"
-	DefaultLockTimeout    = 10 * time.Second
-	DefaultFinishTimeout  = 5 * time.Second
-	DefaultAcquireTimeout = time.Second
+	DefaultTable           = "idem_keys"
+	DefaultLockTimeout     = 10 * time.Second
+	DefaultFinishTimeout   = 5 * time.Second
+	DefaultAcquireTimeout  = time.Second
+	DefaultIdleInTxTimeout = time.Minute
 )
 
 // An Option configures a Store. An option with an impossible value panics when
@@ -24,7 +25,8 @@ type config struct {
 	lockTimeout    time.Duration
 	finishTimeout  time.Duration
 	acquireTimeout time.Duration
-	reserved       int // -1: the default, see WithReservedConns
+	reserved       int           // -1: the default, see WithReservedConns
+	idleInTx       time.Duration // 0: PostgreSQL's own setting
 }
 
 // tableName is a lower-case SQL identifier, optionally schema-qualified. The limit
@@ -56,10 +58,28 @@ func WithLockTimeout(d time.Duration) Option {
 	return func(c *config) { c.lockTimeout = d }
 }
 
+// WithIdleInTxTimeout sets PostgreSQL's idle_in_transaction_session_timeout
+// for the transaction of each claim (default DefaultIdleInTxTimeout, a minute;
+// 0 keeps the session's own setting): PostgreSQL ends a session whose claim's
+// transaction has waited that long for its next statement, which rolls back the
+// transaction (the business writes in it too) and frees the key. It is what
+// bounds, on the server's side, a claim whose process is cut off or stalled
+// mid-handler; a handler that spends longer than d between two statements
+// (a slow call to another service, holding the transaction) has its
+// transaction ended the same way, and Do then fails with server.ErrNotRecorded,
+// with nothing committed. It panics if d is negative.
+func WithIdleInTxTimeout(d time.Duration) Option {
+	if d < 0 {
+		panic(fmt.Sprintf("pgstore: WithIdleInTxTimeout(%v): want 0 or more", d))
+	}
+	return func(c *config) { c.idleInTx = d }
+}
+
 // WithFinishTimeout bounds the statements Do runs after the handler returned
 // (record, COMMIT, ROLLBACK) on a context detached from the request (default 5s),
-// so a client that disconnects still ends the transaction. It panics unless d is
-// positive.
+// so a client that disconnects still ends the transaction, and each round trip
+// of the claim (BEGIN with the claim, the probe of an owner), so a PostgreSQL
+// that does not answer fails Do within it. It panics unless d is positive.
 func WithFinishTimeout(d time.Duration) Option {
 	if d <= 0 {
 		panic(fmt.Sprintf("pgstore: WithFinishTimeout(%v): want a positive duration", d))

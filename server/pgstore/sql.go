@@ -13,6 +13,7 @@ type statements struct {
 	index         string // the expires_at index, schema-qualified, quoted
 	migrateIndex  string
 	tryLock       string
+	idleInTx      string
 	read          string
 	probeOwner    string
 	readLive      string
@@ -81,6 +82,10 @@ func newStatements(table string) statements {
 		// clauses in order and stops at the first true one. false: another
 		// transaction holds the key (or an earlier version's claim holds the
 		// mark); it may still be a replay's, which read then finds.
+		// $1 milliseconds: the claim's transaction ends if it waits longer
+		// for a statement (WithIdleInTxTimeout).
+		idleInTx: `SELECT set_config('idle_in_transaction_session_timeout', $1, true)`,
+
 		tryLock: `SELECT CASE WHEN NOT pg_try_advisory_xact_lock($1) THEN false
             WHEN NOT pg_try_advisory_xact_lock($2) THEN false
             ELSE set_config('idem.owner', $3, true) IS NOT NULL END`,

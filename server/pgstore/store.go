@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -74,7 +75,7 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 		panic("pgstore: New(nil): want a pool")
 	}
 	cfg := config{table: DefaultTable, lockTimeout: DefaultLockTimeout, finishTimeout: DefaultFinishTimeout,
-		acquireTimeout: DefaultAcquireTimeout, reserved: -1}
+		acquireTimeout: DefaultAcquireTimeout, reserved: -1, idleInTx: DefaultIdleInTxTimeout}
 	for _, o := range opts {
 		if o == nil {
 			panic("pgstore: New: nil Option")
@@ -218,7 +219,9 @@ func (s *Store) do(ctx context.Context, req server.Request, owner string, run se
 			return res, false, err
 		}
 		s.rollback(ctx, tx) // claimBusy
-		res, free, err := s.inProgress(ctx, conn.Conn(), req)
+		pctx, cancel := context.WithTimeout(ctx, s.cfg.finishTimeout)
+		res, free, err := s.inProgress(pctx, conn.Conn(), req)
+		cancel()
 		if free && attempt < maxClaims-1 {
 			// No claim of this fingerprint, no record: the key's holder has
 			// another fingerprint, or has just rolled back. Claim again.
@@ -272,11 +275,16 @@ func (s *Store) acquire(ctx context.Context) (*pgxpool.Conn, error) {
 func (s *Store) claim(ctx context.Context, conn *pgx.Conn, req server.Request, owner string) (pgx.Tx, record, claimResult, error) {
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
+	if s.cfg.idleInTx > 0 {
+		b.Queue(s.sql.idleInTx, strconv.FormatInt(s.cfg.idleInTx.Milliseconds(), 10))
+	}
 	b.Queue(s.sql.tryLock, s.keyLock(req), s.claimMark(req), owner)
 	b.Queue(s.sql.read, req.Scope, req.Key)
-	br := conn.SendBatch(ctx, b)
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.finishTimeout)
+	defer cancel()
+	br := conn.SendBatch(cctx, b)
 	tx := br.Tx()
-	r, c, err := claimResults(br)
+	r, c, err := claimResults(br, s.cfg.idleInTx > 0)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
@@ -284,9 +292,14 @@ func (s *Store) claim(ctx context.Context, conn *pgx.Conn, req server.Request, o
 }
 
 // claimResults reads the results of claim's pipeline, BEGIN's first.
-func claimResults(br pgx.BatchResults) (record, claimResult, error) {
+func claimResults(br pgx.BatchResults, idleInTx bool) (record, claimResult, error) {
 	if _, err := br.Exec(); err != nil {
 		return record{}, claimBusy, fmt.Errorf("begin: %w", err)
+	}
+	if idleInTx {
+		if _, err := br.Exec(); err != nil {
+			return record{}, claimBusy, fmt.Errorf("idle_in_transaction_session_timeout: %w", err)
+		}
 	}
 	var locked bool
 	if err := br.QueryRow().Scan(&locked); err != nil {
