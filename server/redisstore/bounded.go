@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
@@ -49,4 +50,20 @@ func call[T any](ctx context.Context, direct bool, f func(context.Context) (T, e
 		var zero T
 		return zero, fmt.Errorf("%w (the Redis client ignores context deadlines: set ContextTimeoutEnabled)", context.Cause(ctx))
 	}
+}
+
+// refreshOnError asks a Cluster client to reload its slot map after a call
+// failed on Redis's side or the network's (a refused or timed-out connection,
+// MOVED, CLUSTERDOWN, READONLY...): after a failover, the failed master's
+// slots then reach the promoted replica at once, not at go-redis's periodic
+// refresh (every minute). Errors that are the store's own verdicts (the key is
+// another owner's, the replicas did not acknowledge) say nothing about the
+// topology. go-redis coalesces reloads (one at a time, 200 ms apart), so a
+// burst of failures costs one CLUSTER SLOTS, not one each.
+func (s *Store) refreshOnError(err error) {
+	c, ok := s.client.(*redis.ClusterClient)
+	if !ok || err == nil || errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrNotReplicated) {
+		return
+	}
+	c.ReloadState(context.Background())
 }

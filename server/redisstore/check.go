@@ -102,6 +102,7 @@ func (s *Store) Ping(ctx context.Context) error {
 		return struct{}{}, s.client.Ping(ctx).Err()
 	})
 	if err != nil {
+		s.refreshOnError(err)
 		return fmt.Errorf("redisstore: ping: %w", err)
 	}
 	return nil

@@ -90,6 +90,9 @@ func (s *Store) renewUntilStopped(ctx context.Context, key string, claim []byte,
 			return renewScript.Run(ctx, s.client, []string{key}, claim, millis(lockTTL), millis(claimKeyTTL(req))).Int64()
 		})
 		cancel()
+		if ctx.Err() == nil {
+			s.refreshOnError(err)
+		}
 		switch {
 		case ctx.Err() != nil:
 			return doubt // stopped while renewing: the caller's finish or release decides

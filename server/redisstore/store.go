@@ -176,6 +176,7 @@ func (s *Store) claim(ctx context.Context, c redis.Scripter, direct bool, key st
 	})
 	cancel()
 	if err != nil {
+		s.refreshOnError(err)
 		s.releaseLost(ctx, key, claim, sent.Add(req.LockTTL+grace(req.LockTTL)))
 		return nil, 0, fmt.Errorf("redisstore: claim: %w", err)
 	}
@@ -312,6 +313,7 @@ func (s *Store) record(ctx context.Context, key string, claim, record []byte, tt
 	_, err := call(dctx, s.direct, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, s.recordOnce(ctx, key, claim, record, ttl)
 	})
+	s.refreshOnError(err)
 	return err
 }
 
@@ -419,6 +421,7 @@ func (s *Store) acquire(ctx context.Context, key string, claim []byte, req serve
 	got, err := call(wctx, s.direct, func(ctx context.Context) (claimed, error) {
 		conn, err := s.conn(ctx, key)
 		if err != nil {
+			s.refreshOnError(err)
 			return claimed{}, fmt.Errorf("redisstore: claim: %w", err)
 		}
 		defer func() { _ = conn.Close() }()
@@ -427,6 +430,7 @@ func (s *Store) acquire(ctx context.Context, key string, claim []byte, req serve
 			return claimed{held, pttl}, err
 		}
 		if err := s.waitReplicas(ctx, conn); err != nil {
+			s.refreshOnError(err)
 			_ = s.release(ctx, key, claim)
 			return claimed{}, fmt.Errorf("redisstore: claim: %w", err)
 		}
@@ -510,9 +514,11 @@ func (s *Store) release(ctx context.Context, key string, claim []byte) error {
 func (s *Store) releaseN(ctx context.Context, key string, claim []byte) (int64, error) {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.opTimeout)
 	defer cancel()
-	return call(dctx, s.direct, func(ctx context.Context) (int64, error) {
+	n, err := call(dctx, s.direct, func(ctx context.Context) (int64, error) {
 		return releaseScript.Run(ctx, s.client, []string{key}, claim).Int64()
 	})
+	s.refreshOnError(err)
+	return n, err
 }
 
 // minGrace is the shortest grace (see grace).
