@@ -221,3 +221,54 @@ func TestClusterFailoverNewKeysSucceedWithinSeconds(t *testing.T) {
 		})
 	}
 }
+
+// TestClusterForcedFailover: the stream of TestSentinelFailover over a
+// private 3+3 Cluster, across a CLUSTER FAILOVER FORCE (the replica takes over
+// without the master's agreement, as after a master lost: the writes the
+// replica had not received are gone). Without WithMinReplicas the duplicate
+// effects and lost records are logged only; with WithMinReplicas(1) both must
+// be 0: every claim and record the handler's answer relied on was on the
+// replica before it was answered.
+func TestClusterForcedFailover(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		opts   []Option
+		strict bool
+	}{
+		{"without the option", nil, false},
+		{"WithMinReplicas(1)", []Option{WithMinReplicas(1, time.Second)}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pc := startPrivateCluster(t)
+			c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{pc.nodes[0].addr()}, MaxRetries: -1,
+				DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: time.Second, ContextTimeoutEnabled: true})
+			t.Cleanup(func() { _ = c.Close() })
+			s := New(c, append([]Option{WithEvictionAllowed()}, tc.opts...)...)
+			masterNode, err := c.MasterForKey(context.Background(), s.key("tenant-a", "op-1"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			replica := pc.replicaOf(masterNode.Options().Addr)
+			dups, lost, ops := streamAcrossFailover(t, s, func() {
+				rc := redis.NewClient(&redis.Options{Addr: replica})
+				defer func() { _ = rc.Close() }()
+				if err := rc.Do(context.Background(), "CLUSTER", "FAILOVER", "FORCE").Err(); err != nil {
+					t.Fatalf("CLUSTER FAILOVER FORCE: %v", err)
+				}
+				deadline := time.Now().Add(30 * time.Second)
+				for role(replica) != "master" {
+					if time.Now().After(deadline) {
+						t.Fatal("the replica was not promoted within 30 s")
+					}
+					time.Sleep(20 * time.Millisecond) // polling the replica's role
+				}
+			})
+			t.Logf("%s: %d operations, %d duplicate effects, %d lost records", tc.name, ops, dups, lost)
+			if tc.strict && (dups != 0 || lost != 0) {
+				t.Fatalf("%d duplicate effects and %d lost records, want 0 and 0", dups, lost)
+			}
+		})
+	}
+}
