@@ -224,6 +224,18 @@
 // Cluster, WAIT runs on the master that owns the key (a 3-master Cluster
 // without replicas can never acknowledge: every claim then fails).
 //
+// On a Cluster the same holds for a failover that does not wait for the
+// replica (a killed master, CLUSTER FAILOVER FORCE or TAKEOVER):
+// TestClusterForcedFailover streams operations across a CLUSTER FAILOVER FORCE
+// on a private 3+3 Cluster and counts, without WithMinReplicas, records lost
+// (each a second run of its handler on the re-send), and with
+// WithMinReplicas(1, 1s) none. Whatever the failover, every store call that
+// fails on a Cluster client (a refused or timed-out connection, MOVED,
+// CLUSTERDOWN) asks go-redis to reload its slot map, so the failed master's
+// slots reach the promoted replica within about a second of the promotion
+// (TestClusterFailoverNewKeysSucceedWithinSeconds), not at go-redis's periodic
+// refresh, a minute later.
+//
 // # The crash window
 //
 // Redis cannot share the business write's transaction. If the process dies
