@@ -128,15 +128,22 @@ func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) 
 	waitUntil := time.Now().Add(min(req.Wait, s.cfg.lockTimeout))
 	poll := pollFirst
 	var last server.Result // the last in-progress answer
-	for looks := 0; ; looks++ {
-		res, needSlot, err := s.do(ctx, req, owner, run, &slot)
-		if looks > 0 {
+	looking := false       // holds a place of s.polls
+	defer func() {
+		if looking {
 			s.polls.release()
-			if errors.Is(err, ErrPoolExhausted) {
-				// A look again found no connection: the owner was still
-				// running at the last look, and that is the answer.
-				return last, nil
-			}
+		}
+	}()
+	for looks := 0; ; looks++ {
+		res, needSlot, err := s.do(ctx, req, owner, run, &slot, &looking)
+		if looking {
+			s.polls.release()
+			looking = false
+		}
+		if looks > 0 && errors.Is(err, ErrPoolExhausted) {
+			// A look again found no connection: the owner was still running
+			// at the last look, and that is the answer.
+			return last, nil
 		}
 		if needSlot {
 			// The key is free but every handler slot is taken: wait for one
@@ -183,14 +190,16 @@ func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) 
 			}
 			return res, nil
 		}
+		looking = true
 	}
 }
 
 // do is one pass of Do on one connection: a claim and, if the key is busy, a
 // probe of its owner. It returns needSlot, having rolled back and released
 // the connection, when it claimed the key but holds no handler slot and none
-// is free.
-func (s *Store) do(ctx context.Context, req server.Request, owner string, run server.RunFunc, slot *bool) (res server.Result, needSlot bool, err error) {
+// is free. A look again holds a place of s.polls (*looking); do gives it back
+// before it runs the handler, which may take long.
+func (s *Store) do(ctx context.Context, req server.Request, owner string, run server.RunFunc, slot, looking *bool) (res server.Result, needSlot bool, err error) {
 	conn, err := s.acquire(ctx)
 	if err != nil {
 		return server.Result{}, false, err
@@ -211,6 +220,10 @@ func (s *Store) do(ctx context.Context, req server.Request, owner string, run se
 				return server.Result{}, true, nil
 			}
 			*slot = true
+			if *looking {
+				s.polls.release()
+				*looking = false
+			}
 			res, err := s.execute(ctx, conn.Conn(), tx, req, owner, claim == claimExpired, run)
 			return res, false, err
 		case claimStopped:
