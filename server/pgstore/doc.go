@@ -163,9 +163,11 @@
 // TestPartitionMidHandlerFreesTheKey cuts a proxy between the owner and
 // PostgreSQL after the business write: a duplicate on another instance runs
 // about the idle timeout later, the owner's Do fails within its finish
-// timeout, and one payment is committed. The handler's own statements are
-// bounded only by its context and by the TCP settings above; give them a
-// deadline of the handler's own where that matters.
+// timeout, and one payment is committed. WithStatementTimeout (off by default)
+// adds statement_timeout to the claim's transaction, so the server cancels a
+// handler's statement that runs too long (a write behind another
+// transaction's row lock). Otherwise the handler's own statements are bounded
+// only by its context and by the TCP settings above.
 //
 // # PgBouncer
 //

@@ -27,6 +27,7 @@ type config struct {
 	acquireTimeout time.Duration
 	reserved       int           // -1: the default, see WithReservedConns
 	idleInTx       time.Duration // 0: PostgreSQL's own setting
+	statement      time.Duration // 0: PostgreSQL's own setting
 }
 
 // tableName is a lower-case SQL identifier, optionally schema-qualified. The limit
@@ -73,6 +74,21 @@ func WithIdleInTxTimeout(d time.Duration) Option {
 		panic(fmt.Sprintf("pgstore: WithIdleInTxTimeout(%v): want 0 or more", d))
 	}
 	return func(c *config) { c.idleInTx = d }
+}
+
+// WithStatementTimeout sets PostgreSQL's statement_timeout for the
+// transaction of each claim (default 0: the session's own setting): every
+// statement the handler runs through Tx, and the store's own, is cancelled by
+// the server once it has run for d (SQLSTATE 57014), so a business write stuck
+// behind another transaction's row lock, or a runaway query, fails the handler
+// in bounded time instead of holding the key. It bounds what PostgreSQL
+// executes, not a network that does not answer (see WithIdleInTxTimeout and
+// ConfigurePool for that). It panics if d is negative.
+func WithStatementTimeout(d time.Duration) Option {
+	if d < 0 {
+		panic(fmt.Sprintf("pgstore: WithStatementTimeout(%v): want 0 or more", d))
+	}
+	return func(c *config) { c.statement = d }
 }
 
 // WithFinishTimeout bounds the statements Do runs after the handler returned

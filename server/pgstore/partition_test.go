@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/idem/server"
@@ -110,4 +111,37 @@ func TestConfigurePoolSetsServerKeepalives(t *testing.T) {
 	if got := cfg.ConnConfig.RuntimeParams["tcp_keepalives_idle"]; got != "60" {
 		t.Errorf("tcp_keepalives_idle named in the URL: %q after ConfigurePool, want 60", got)
 	}
+}
+
+// WithStatementTimeout: a handler's statement that runs too long (here a
+// sleep; in life a write behind another transaction's row lock) is cancelled
+// by PostgreSQL, the handler fails in bounded time, and the key is free; the
+// idle-in-transaction timeout is set alongside, and both are the transaction's
+// only: the session's settings are back after it.
+func TestStatementTimeoutBoundsTheHandlersStatements(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, pgstore.WithStatementTimeout(100*time.Millisecond))
+	var sqlErr error
+	var idle string
+	res, err := e.store.Do(context.Background(), req("slow", "fp"), func(ctx context.Context) (*server.Response, bool) {
+		tx := pgstore.Tx(ctx)
+		if err := tx.QueryRow(ctx, "SELECT current_setting('idle_in_transaction_session_timeout')").Scan(&idle); err != nil {
+			t.Errorf("reading the setting: %v", err)
+		}
+		_, sqlErr = tx.Exec(ctx, "SELECT pg_sleep(10)")
+		return &server.Response{Status: 503}, false
+	})
+	var pgErr *pgconn.PgError
+	if err != nil || res.Outcome != server.OutcomeExecuted || !errors.As(sqlErr, &pgErr) || pgErr.Code != "57014" {
+		t.Fatalf("Do = %v, %v; the handler's statement: %v; want it cancelled (57014)", res.Outcome, err, sqlErr)
+	}
+	if idle != "1min" {
+		t.Errorf("idle_in_transaction_session_timeout in the claim's transaction = %q, want 1min", idle)
+	}
+	var stmt string
+	if err := e.pool.QueryRow(context.Background(), "SELECT current_setting('statement_timeout')").Scan(&stmt); err != nil || stmt != "0" {
+		t.Errorf("statement_timeout outside the claim's transaction = %q, %v; want the session's 0", stmt, err)
+	}
+	calls := 0
+	e.execute(t, "slow", "fp", &calls) // rolled back: the key is free
 }

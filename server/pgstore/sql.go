@@ -13,7 +13,7 @@ type statements struct {
 	index         string // the expires_at index, schema-qualified, quoted
 	migrateIndex  string
 	tryLock       string
-	idleInTx      string
+	limits        string
 	read          string
 	probeOwner    string
 	readLive      string
@@ -82,9 +82,13 @@ func newStatements(table string) statements {
 		// clauses in order and stops at the first true one. false: another
 		// transaction holds the key (or an earlier version's claim holds the
 		// mark); it may still be a replay's, which read then finds.
-		// $1 milliseconds: the claim's transaction ends if it waits longer
-		// for a statement (WithIdleInTxTimeout).
-		idleInTx: `SELECT set_config('idle_in_transaction_session_timeout', $1, true)`,
+		// $1, $2 milliseconds, or '' to keep the session's setting: the
+		// claim's transaction ends if it waits longer than $1 for a statement
+		// (WithIdleInTxTimeout), and each of its statements is cancelled after
+		// $2 (WithStatementTimeout).
+		limits: `SELECT set_config('idle_in_transaction_session_timeout',
+                  coalesce(nullif($1::text, ''), current_setting('idle_in_transaction_session_timeout')), true),
+       set_config('statement_timeout', coalesce(nullif($2::text, ''), current_setting('statement_timeout')), true)`,
 
 		tryLock: `SELECT CASE WHEN NOT pg_try_advisory_xact_lock($1) THEN false
             WHEN NOT pg_try_advisory_xact_lock($2) THEN false

@@ -288,8 +288,9 @@ func (s *Store) acquire(ctx context.Context) (*pgxpool.Conn, error) {
 func (s *Store) claim(ctx context.Context, conn *pgx.Conn, req server.Request, owner string) (pgx.Tx, record, claimResult, error) {
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
-	if s.cfg.idleInTx > 0 {
-		b.Queue(s.sql.idleInTx, strconv.FormatInt(s.cfg.idleInTx.Milliseconds(), 10))
+	limits := s.cfg.idleInTx > 0 || s.cfg.statement > 0
+	if limits {
+		b.Queue(s.sql.limits, millisOrEmpty(s.cfg.idleInTx), millisOrEmpty(s.cfg.statement))
 	}
 	b.Queue(s.sql.tryLock, s.keyLock(req), s.claimMark(req), owner)
 	b.Queue(s.sql.read, req.Scope, req.Key)
@@ -297,21 +298,30 @@ func (s *Store) claim(ctx context.Context, conn *pgx.Conn, req server.Request, o
 	defer cancel()
 	br := conn.SendBatch(cctx, b)
 	tx := br.Tx()
-	r, c, err := claimResults(br, s.cfg.idleInTx > 0)
+	r, c, err := claimResults(br, limits)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
 	return tx, r, c, err
 }
 
+// millisOrEmpty is d in whole milliseconds (at least 1) for a setting, or ""
+// for 0 (keep the session's setting).
+func millisOrEmpty(d time.Duration) string {
+	if d <= 0 {
+		return ""
+	}
+	return strconv.FormatInt(max(d.Milliseconds(), 1), 10)
+}
+
 // claimResults reads the results of claim's pipeline, BEGIN's first.
-func claimResults(br pgx.BatchResults, idleInTx bool) (record, claimResult, error) {
+func claimResults(br pgx.BatchResults, limits bool) (record, claimResult, error) {
 	if _, err := br.Exec(); err != nil {
 		return record{}, claimBusy, fmt.Errorf("begin: %w", err)
 	}
-	if idleInTx {
+	if limits {
 		if _, err := br.Exec(); err != nil {
-			return record{}, claimBusy, fmt.Errorf("idle_in_transaction_session_timeout: %w", err)
+			return record{}, claimBusy, fmt.Errorf("setting the transaction's timeouts: %w", err)
 		}
 	}
 	var locked bool
