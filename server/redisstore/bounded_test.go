@@ -122,3 +122,29 @@ func TestPingTellsWhenRedisCannotServe(t *testing.T) {
 		t.Fatal("Ping with Redis stopped: nil, want an error")
 	}
 }
+
+func TestMayHaveRun(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"timeout", context.DeadlineExceeded, true},
+		{"connection reset", &net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset by peer")}, true},
+		{"connection refused", &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}, false},
+		{"client closed", redis.ErrClosed, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := mayHaveRun(tc.err); got != tc.want {
+				t.Fatalf("mayHaveRun(%v) = %v, want %v", tc.err, got, tc.want)
+			}
+		})
+	}
+	// A Redis error reply: the script answered, so it did not claim.
+	srv := startPrivateRedis(t)
+	_, err := srv.client(t).Do(context.Background(), "NOSUCHCOMMAND").Result()
+	if err == nil || mayHaveRun(err) {
+		t.Fatalf("an error reply (%v): mayHaveRun true, want false", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -177,7 +178,9 @@ func (s *Store) claim(ctx context.Context, c redis.Scripter, direct bool, key st
 	cancel()
 	if err != nil {
 		s.refreshOnError(err)
-		s.releaseLost(ctx, key, claim, sent.Add(req.LockTTL+grace(req.LockTTL)))
+		if mayHaveRun(err) {
+			s.releaseLost(ctx, key, claim, sent.Add(req.LockTTL+grace(req.LockTTL)))
+		}
 		return nil, 0, fmt.Errorf("redisstore: claim: %w", err)
 	}
 	switch r := res.(type) {
@@ -217,6 +220,19 @@ func (s *Store) releaseLost(ctx context.Context, key string, claim []byte, until
 			delay = min(2*delay, releaseRetryCap)
 		}
 	}()
+}
+
+// mayHaveRun reports whether a failed call may have run in Redis all the
+// same: its answer was lost (a timeout, a connection cut after the command was
+// sent), rather than refused (an error reply from Redis: the script did not
+// write; a connection that was never made).
+func mayHaveRun(err error) bool {
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		return false
+	}
+	var op *net.OpError
+	return !errors.As(err, &op) || op.Op != "dial"
 }
 
 // The background retries of releaseLost: the first after releaseRetryFirst,
