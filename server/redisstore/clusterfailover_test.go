@@ -160,7 +160,7 @@ func TestClusterFailoverNewKeysSucceedWithinSeconds(t *testing.T) {
 	}{
 		{"killed master", nil, func(pc *privateCluster, master, _ string) { pc.node(master).kill() },
 			func(err error) bool { return err == nil }},
-		{"killed master, WithMinReplicas", []Option{WithMinReplicas(1, 200*time.Millisecond)},
+		{"killed master, WithMinReplicas", []Option{WithMinReplicas(1, time.Second)},
 			func(pc *privateCluster, master, _ string) { pc.node(master).kill() },
 			func(err error) bool { return errors.Is(err, ErrNotReplicated) }},
 		{"graceful failover, WithMinReplicas", []Option{WithMinReplicas(1, time.Second)},
