@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/idemkit/idem/internal/demo/payments"
 	pgpayments "github.com/idemkit/idem/internal/demo/pgledger"
@@ -93,8 +94,11 @@ func openBackends(ctx context.Context, cfg config, logger *slog.Logger) (server.
 // a single node, unless -redis-cluster makes it a Cluster seed.
 func redisClient(cfg config) redis.UniversalClient {
 	// ContextTimeoutEnabled: the store's per-call deadlines (WithOpTimeout)
-	// then free the connection too, not only the caller.
-	o := &redis.UniversalOptions{Addrs: cfg.redisAddrs(), MasterName: cfg.redisMasterName, ContextTimeoutEnabled: true}
+	// then free the connection too, not only the caller. Maintenance
+	// notifications off: Redis before 8 does not know them, and go-redis's
+	// fallback from its default (auto) mode races under concurrent dials.
+	o := &redis.UniversalOptions{Addrs: cfg.redisAddrs(), MasterName: cfg.redisMasterName, ContextTimeoutEnabled: true,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}}
 	if cfg.redisCluster {
 		return redis.NewClusterClient(o.Cluster())
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/idemkit/idem/server"
 )
@@ -23,11 +24,16 @@ type privateCluster struct {
 	nodes []*privateRedis
 }
 
+var clusters = make(chan struct{}, 2)
+
 func startPrivateCluster(t *testing.T) *privateCluster {
 	t.Helper()
 	if _, err := exec.LookPath("redis-cli"); err != nil {
 		skipOrFail(t, "redis-cli not in PATH (%v): install redis-tools to run the Cluster failover tests", err)
 	}
+	// A Cluster takes 12 of the 50 private ports: at most two at once.
+	clusters <- struct{}{}
+	t.Cleanup(func() { <-clusters })
 	pc := &privateCluster{t: t}
 	var addrs []string
 	for range 6 {
@@ -178,7 +184,7 @@ func TestClusterFailoverNewKeysSucceedWithinSeconds(t *testing.T) {
 			pc := startPrivateCluster(t)
 			c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{pc.nodes[0].addr()},
 				DialTimeout: 500 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second,
-				ContextTimeoutEnabled: true})
+				ContextTimeoutEnabled: true, MaintNotificationsConfig: noMaintNotifications()})
 			t.Cleanup(func() { _ = c.Close() })
 			s := New(c, append([]Option{WithOpTimeout(500 * time.Millisecond), WithEvictionAllowed()}, tc.opts...)...)
 			// A master and its replica; warm the client's slot map.
@@ -243,7 +249,8 @@ func TestClusterForcedFailover(t *testing.T) {
 			t.Parallel()
 			pc := startPrivateCluster(t)
 			c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{pc.nodes[0].addr()}, MaxRetries: -1,
-				DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: time.Second, ContextTimeoutEnabled: true})
+				DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: time.Second, ContextTimeoutEnabled: true,
+				MaintNotificationsConfig: noMaintNotifications()})
 			t.Cleanup(func() { _ = c.Close() })
 			s := New(c, append([]Option{WithEvictionAllowed()}, tc.opts...)...)
 			masterNode, err := c.MasterForKey(context.Background(), s.key("tenant-a", "op-1"))
@@ -271,4 +278,14 @@ func TestClusterForcedFailover(t *testing.T) {
 			}
 		})
 	}
+}
+
+// noMaintNotifications turns off go-redis's maintenance notifications. Redis
+// 7.0 does not know CLIENT MAINT_NOTIFICATIONS, and go-redis v9.23.0's
+// fallback in its default (auto) mode writes the node's options while other
+// connections of the node read them: a data race under concurrent dials (the
+// race detector reports it on the WithMinReplicas path, which takes node
+// connections).
+func noMaintNotifications() *maintnotifications.Config {
+	return &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 }
