@@ -114,6 +114,15 @@ func (s notingStore) Do(ctx context.Context, req server.Request, run server.RunF
 	return res, err
 }
 
+// Ping passes the readiness check on to the wrapped store (server.Pinger); a
+// store without one is ready.
+func (s notingStore) Ping(ctx context.Context) error {
+	if p, ok := s.Store.(server.Pinger); ok {
+		return p.Ping(ctx)
+	}
+	return nil
+}
+
 // statusWriter remembers the status sent, the start of a 5xx body, and
 // whether the connection was taken.
 type statusWriter struct {

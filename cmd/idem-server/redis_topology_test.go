@@ -113,10 +113,11 @@ func reachable(t *testing.T, what, addr, env string) {
 	_ = conn.Close()
 }
 
-// Private redis-servers of these tests listen on 127.0.0.1:7140-7149 only.
+// Private servers of these tests (redis-server, proxies) listen on
+// 127.0.0.1:7140-7149 only, moved by IDEM_PRIVATE_PORT_OFFSET.
 var (
 	portMu   sync.Mutex
-	nextPort = 7140
+	nextPort = 0 // the next port to try, from servicetest.Port(7140)
 )
 
 // privateRedis is a redis-server of the test's own; its dir is kept across
@@ -129,6 +130,25 @@ type privateRedis struct {
 	cmd  *exec.Cmd
 }
 
+// privateAddr returns a loopback address in the private range on which nothing
+// listens now, for a server of the test's own.
+func privateAddr(t *testing.T) string {
+	t.Helper()
+	portMu.Lock()
+	defer portMu.Unlock()
+	first := servicetest.Port(7140)
+	for range 10 {
+		port := first + nextPort
+		nextPort = (nextPort + 1) % 10
+		if l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port)); err == nil {
+			_ = l.Close()
+			return l.Addr().String()
+		}
+	}
+	t.Fatalf("no free port in 127.0.0.1:%d-%d", first, first+9)
+	return ""
+}
+
 // startPrivateRedis starts a redis-server of the test's own with args, stopped
 // at cleanup.
 func startPrivateRedis(t *testing.T, args ...string) *privateRedis {
@@ -136,21 +156,7 @@ func startPrivateRedis(t *testing.T, args ...string) *privateRedis {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		servicetest.Unreachable(t, "redis-server not in PATH (%v): install it (apt-get install redis-server)", err)
 	}
-	r := &privateRedis{t: t, dir: t.TempDir(), args: args}
-	portMu.Lock()
-	for range 10 {
-		port := nextPort
-		nextPort = 7140 + (nextPort-7140+1)%10
-		if l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port)); err == nil {
-			_ = l.Close()
-			r.addr = l.Addr().String()
-			break
-		}
-	}
-	portMu.Unlock()
-	if r.addr == "" {
-		t.Fatal("no free port in 127.0.0.1:7140-7149")
-	}
+	r := &privateRedis{t: t, dir: t.TempDir(), args: args, addr: privateAddr(t)}
 	r.start()
 	t.Cleanup(r.kill)
 	return r

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/idemkit/idem/internal/demo/payments"
 	pgpayments "github.com/idemkit/idem/internal/demo/pgledger"
@@ -104,7 +105,12 @@ func openBackends(ctx context.Context, cfg config, logger *slog.Logger) (server.
 // addresses are the sentinels'), more than one address a Cluster, one address
 // a single node, unless -redis-cluster makes it a Cluster seed.
 func redisClient(cfg config) redis.UniversalClient {
-	o := &redis.UniversalOptions{Addrs: cfg.redisAddrs(), MasterName: cfg.redisMasterName}
+	// ContextTimeoutEnabled: the store's per-call deadlines (WithOpTimeout)
+	// then free the connection too, not only the caller. Maintenance
+	// notifications off: Redis before 8 does not know them, and go-redis's
+	// fallback from its default (auto) mode races under concurrent dials.
+	o := &redis.UniversalOptions{Addrs: cfg.redisAddrs(), MasterName: cfg.redisMasterName, ContextTimeoutEnabled: true,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}}
 	if cfg.redisCluster {
 		return redis.NewClusterClient(o.Cluster())
 	}

@@ -8,6 +8,7 @@ package servicetest
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -27,7 +28,23 @@ const (
 	EnvRedisClusterAddrs  = "IDEM_REDIS_CLUSTER_ADDRS"  // comma list of Cluster seeds
 	EnvRedisSentinelAddrs = "IDEM_REDIS_SENTINEL_ADDRS" // comma list of sentinels
 	EnvRedisMasterName    = "IDEM_REDIS_MASTER_NAME"    // the Sentinel master's name
+
+	// EnvPortOffset moves the loopback port ranges of the private servers the
+	// tests start (redis-server, PostgreSQL, proxies) by this many ports, so
+	// that two runs on one machine use disjoint ranges. Default 0.
+	EnvPortOffset = "IDEM_PRIVATE_PORT_OFFSET"
 )
+
+// Port returns port moved by EnvPortOffset: the port a private server whose
+// range starts at or covers port uses. An offset that is not a number, or
+// that moves the port out of 1-65535, is ignored.
+func Port(port int) int {
+	off, err := strconv.Atoi(os.Getenv(EnvPortOffset))
+	if err != nil || port+off < 1 || port+off > 65535 {
+		return port
+	}
+	return port + off
+}
 
 // Required reports whether an unreachable server must fail the test.
 func Required() bool { return os.Getenv(EnvRequire) == "1" }

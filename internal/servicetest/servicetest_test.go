@@ -70,3 +70,24 @@ func TestOptional(t *testing.T) {
 		t.Fatalf("set: got %q, skipped %v", got, r.skipped)
 	}
 }
+
+func TestPort(t *testing.T) {
+	for _, tc := range []struct {
+		offset string
+		want   int
+	}{
+		{"", 7150},
+		{"10000", 17150},
+		{"-7000", 150},
+		{"not a number", 7150},
+		{"60000", 7150}, // out of range: ignored
+		{"-7150", 7150}, // port 0: ignored
+	} {
+		t.Run("offset "+tc.offset, func(t *testing.T) {
+			t.Setenv(EnvPortOffset, tc.offset)
+			if got := Port(7150); got != tc.want {
+				t.Fatalf("Port(7150) = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}

@@ -90,28 +90,35 @@
 // with it.
 //
 // When the key's lock is taken and no live record is visible, a request holds
-// the key in progress. With a Request.Wait (capped by WithLockTimeout), Do
-// rolls back and claims again, waiting for the key this time, with the claim's
-// lock_timeout set before the lock and the session's put back for the handler
-// once it is held (waitLock in sql.go): if that request commits within the
-// wait, the duplicate gets its replay; if it rolls back (5xx, panic, a crash),
-// the duplicate holds the claim and runs the handler itself. The wait is
-// PostgreSQL's own lock queue, so no polling, and it ends when the duplicate's
-// context does. Without a Wait, or past it (SQLSTATE 55P03), Do probes the
-// owner's $mark to tell the cases apart: the same fingerprint is
-// OutcomeInProgress, another is OutcomeMismatch. RetryAfter is the owner's
-// Request.LockTTL less how long its transaction has been open (pg_locks and
-// pg_stat_activity), or InProgressRetryAfter past that or when the owner's
-// session is not visible. A probe that finds no owner of that fingerprint and
-// no record (the owner has another fingerprint, or has just rolled back)
-// claims once more.
+// the key in progress. Do probes the owner's $mark to tell the cases apart: the
+// same fingerprint is OutcomeInProgress, another is OutcomeMismatch. RetryAfter
+// is the owner's Request.LockTTL less how long its transaction has been open
+// (pg_locks and pg_stat_activity), or InProgressRetryAfter past that or when
+// the owner's session is not visible. A probe that finds no owner of that
+// fingerprint and no record (the owner has another fingerprint, or has just
+// rolled back) claims once more.
 //
-// A waiting duplicate holds a connection of its own, never anything the owner
-// needs (the owner already has its connection and its lock). Waiting duplicates
-// do take connections from the pool; WithAcquireTimeout bounds how long any Do
-// waits for one (ErrPoolExhausted: the middleware answers 503 with
-// Retry-After, and the handler does not run), WithLockTimeout bounds how long a
-// duplicate keeps one, and WithReservedConns keeps some for everything but
+// With a Request.Wait (capped by WithLockTimeout), an in-progress duplicate
+// waits without holding anything: it rolls back, returns its connection, and
+// looks again (one claim and, if still busy, one probe: two round trips on a
+// pooled connection) after 5 ms, then at doubling intervals capped at 50 ms,
+// until the owner commits (the duplicate replays its record), rolls back (5xx,
+// panic, a crash: the duplicate claims the key and runs the handler itself),
+// the wait is over (OutcomeInProgress), or its context ends (an error). At most
+// WithReservedConns looks run at once (an eighth of the pool when nothing is
+// reserved), so any number of waiting duplicates, of one tenant or many, take
+// no more than that share of the pool, and only for a look at a time: they
+// cannot make another tenant's new keys fail
+// (TestWaitingDuplicatesDoNotStarveOtherTenants: 3 duplicates on a pool of 4,
+// 19 on a pool of 20, and every new key of another tenant runs). A look that
+// finds no free connection ends the wait with the last in-progress answer.
+// Waiting in PostgreSQL's lock queue instead would answer sooner, but holds a
+// connection and a backend per waiter for the whole wait: a few duplicates then
+// take the pool.
+//
+// WithAcquireTimeout bounds how long any Do waits for a connection
+// (ErrPoolExhausted: the middleware answers 503 with Retry-After, and the
+// handler does not run), and WithReservedConns keeps some for everything but
 // handlers.
 //
 // A store that cannot be reached fails Do before the handler runs; the
@@ -137,11 +144,39 @@
 // on a deadlock PostgreSQL breaks (503), where one version alone would have
 // waited and replayed, or answered 409 or 422.
 //
+// # Time bounds and partitions
+//
+// Every statement the store sends is bounded: each round trip of the claim
+// (BEGIN with the claim, the probe of an owner) and everything after the
+// handler (record and COMMIT, or ROLLBACK) by WithFinishTimeout (5 s); a wait
+// for a pooled connection by WithAcquireTimeout (1 s). A PostgreSQL that does
+// not answer therefore fails Do before the handler within the finish timeout
+// (the middleware answers 503), or after it with server.ErrNotRecorded
+// (outcome unknown; nothing was committed), and pgx closes the connection.
+//
+// On the server's side, the claim's transaction carries
+// idle_in_transaction_session_timeout (WithIdleInTxTimeout, a minute by
+// default): if the owner's process is cut off or stalled mid-handler,
+// PostgreSQL ends the session once it has waited that long for a statement,
+// which rolls back the business writes with the claim and frees the key, so
+// other instances run it (once: the cut-off owner's commit cannot succeed).
+// Pools built with NewPool or ConfigurePool also carry TCP keepalives and
+// TCP_USER_TIMEOUT on both sides (about 30 s), so a partition ends idle and
+// busy connections alike instead of after the kernel's minutes or hours.
+// TestPartitionMidHandlerFreesTheKey cuts a proxy between the owner and
+// PostgreSQL after the business write: a duplicate on another instance runs
+// about the idle timeout later, the owner's Do fails within its finish
+// timeout, and one payment is committed. WithStatementTimeout (off by default)
+// adds statement_timeout to the claim's transaction, so the server cancels a
+// handler's statement that runs too long (a write behind another
+// transaction's row lock). Otherwise the handler's own statements are bounded
+// only by its context and by the TCP settings above.
+//
 // # PgBouncer
 //
 // The store works through PgBouncer in transaction pooling mode (and session
 // mode); not statement mode, where no transaction spans statements. Everything
-// the store does in a transaction stays in it (lock_timeout is set with
+// the store does in a transaction stays in it (settings are set with
 // set_config(..., true), the advisory locks are transaction-scoped), so a
 // transaction's server connection is all it needs. A keyed request holds one
 // server connection for its handler's whole duration (the claim is an open
@@ -196,11 +231,10 @@
 //   - A pooled connection is held for the whole handler (the transaction stays
 //     open while it runs): size the pool for the number of keyed requests in
 //     flight, plus the other work of the process.
-//   - A concurrent duplicate holds a connection too while it waits, up to its
-//     Request.Wait (at most the lock timeout, default 10s); many duplicates of
-//     one slow request can empty the pool, after which Do fails within the
-//     acquire timeout (default 1s) with ErrPoolExhausted (503) instead of
-//     hanging.
+//   - A concurrent duplicate that waits (Request.Wait, at most the lock
+//     timeout, default 10s) holds no connection between its looks: about 20
+//     looks a second, two round trips each, at most WithReservedConns looks
+//     at once across every waiter of the Store.
 //   - Handlers never take the last WithReservedConns connections of the pool
 //     (default an eighth of MaxConns, at least one): however slow they are,
 //     replays, duplicates and the application's other queries find a

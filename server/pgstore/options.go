@@ -8,10 +8,11 @@ import (
 
 // Defaults of the options.
 const (
-	DefaultTable          = "idem_keys"
-	DefaultLockTimeout    = 10 * time.Second
-	DefaultFinishTimeout  = 5 * time.Second
-	DefaultAcquireTimeout = time.Second
+	DefaultTable           = "idem_keys"
+	DefaultLockTimeout     = 10 * time.Second
+	DefaultFinishTimeout   = 5 * time.Second
+	DefaultAcquireTimeout  = time.Second
+	DefaultIdleInTxTimeout = time.Minute
 )
 
 // An Option configures a Store. An option with an impossible value panics when
@@ -24,7 +25,9 @@ type config struct {
 	lockTimeout    time.Duration
 	finishTimeout  time.Duration
 	acquireTimeout time.Duration
-	reserved       int // -1: the default, see WithReservedConns
+	reserved       int           // -1: the default, see WithReservedConns
+	idleInTx       time.Duration // 0: PostgreSQL's own setting
+	statement      time.Duration // 0: PostgreSQL's own setting
 }
 
 // tableName is a lower-case SQL identifier, optionally schema-qualified. The limit
@@ -42,14 +45,13 @@ func WithTable(name string) Option {
 	return func(c *config) { c.table = name }
 }
 
-// WithLockTimeout bounds how long a concurrent duplicate waits for the key lock of
-// a request still in progress, whatever its Request.Wait asks (default 10s): the
-// duplicate waits the smaller of the two, then Do reports OutcomeInProgress. The
-// wait is PostgreSQL's lock_timeout, set for the claim statement only; if the first
-// request finishes within it, the duplicate replays its response instead (or runs,
-// if the first rolled back). A waiting duplicate holds a pooled connection, so this
-// also bounds how long duplicates can keep connections from other requests. It
-// panics unless d is between 1ms and 1h.
+// WithLockTimeout bounds how long a concurrent duplicate waits for the key of a
+// request still in progress, whatever its Request.Wait asks (default 10s): the
+// duplicate waits the smaller of the two, then Do reports OutcomeInProgress; if
+// the first request finishes within it, the duplicate replays its response
+// instead (or runs, if the first rolled back). A waiting duplicate holds no
+// connection between its looks (see the package documentation). It panics
+// unless d is between 1ms and 1h.
 func WithLockTimeout(d time.Duration) Option {
 	if d < time.Millisecond || d > time.Hour {
 		panic(fmt.Sprintf("pgstore: WithLockTimeout(%v): want between 1ms and 1h", d))
@@ -57,10 +59,43 @@ func WithLockTimeout(d time.Duration) Option {
 	return func(c *config) { c.lockTimeout = d }
 }
 
+// WithIdleInTxTimeout sets PostgreSQL's idle_in_transaction_session_timeout
+// for the transaction of each claim (default DefaultIdleInTxTimeout, a minute;
+// 0 keeps the session's own setting): PostgreSQL ends a session whose claim's
+// transaction has waited that long for its next statement, which rolls back the
+// transaction (the business writes in it too) and frees the key. It is what
+// bounds, on the server's side, a claim whose process is cut off or stalled
+// mid-handler; a handler that spends longer than d between two statements
+// (a slow call to another service, holding the transaction) has its
+// transaction ended the same way, and Do then fails with server.ErrNotRecorded,
+// with nothing committed. It panics if d is negative.
+func WithIdleInTxTimeout(d time.Duration) Option {
+	if d < 0 {
+		panic(fmt.Sprintf("pgstore: WithIdleInTxTimeout(%v): want 0 or more", d))
+	}
+	return func(c *config) { c.idleInTx = d }
+}
+
+// WithStatementTimeout sets PostgreSQL's statement_timeout for the
+// transaction of each claim (default 0: the session's own setting): every
+// statement the handler runs through Tx, and the store's own, is cancelled by
+// the server once it has run for d (SQLSTATE 57014), so a business write stuck
+// behind another transaction's row lock, or a runaway query, fails the handler
+// in bounded time instead of holding the key. It bounds what PostgreSQL
+// executes, not a network that does not answer (see WithIdleInTxTimeout and
+// ConfigurePool for that). It panics if d is negative.
+func WithStatementTimeout(d time.Duration) Option {
+	if d < 0 {
+		panic(fmt.Sprintf("pgstore: WithStatementTimeout(%v): want 0 or more", d))
+	}
+	return func(c *config) { c.statement = d }
+}
+
 // WithFinishTimeout bounds the statements Do runs after the handler returned
 // (record, COMMIT, ROLLBACK) on a context detached from the request (default 5s),
-// so a client that disconnects still ends the transaction. It panics unless d is
-// positive.
+// so a client that disconnects still ends the transaction, and each round trip
+// of the claim (BEGIN with the claim, the probe of an owner), so a PostgreSQL
+// that does not answer fails Do within it. It panics unless d is positive.
 func WithFinishTimeout(d time.Duration) Option {
 	if d <= 0 {
 		panic(fmt.Sprintf("pgstore: WithFinishTimeout(%v): want a positive duration", d))

@@ -62,6 +62,8 @@ func TestOptionsPanicWhenMade(t *testing.T) {
 		{"lock timeout below 1ms", func() pgstore.Option { return pgstore.WithLockTimeout(time.Microsecond) }, "pgstore: WithLockTimeout(1µs): want between 1ms and 1h"},
 		{"lock timeout above 1h", func() pgstore.Option { return pgstore.WithLockTimeout(time.Hour + 1) }, "pgstore: WithLockTimeout(1h0m0.000000001s): want between 1ms and 1h"},
 		{"finish timeout zero", func() pgstore.Option { return pgstore.WithFinishTimeout(0) }, "pgstore: WithFinishTimeout(0s): want a positive duration"},
+		{"idle-in-transaction timeout negative", func() pgstore.Option { return pgstore.WithIdleInTxTimeout(-time.Second) }, "pgstore: WithIdleInTxTimeout(-1s): want 0 or more"},
+		{"statement timeout negative", func() pgstore.Option { return pgstore.WithStatementTimeout(-time.Second) }, "pgstore: WithStatementTimeout(-1s): want 0 or more"},
 		{"finish timeout negative", func() pgstore.Option { return pgstore.WithFinishTimeout(-time.Second) }, "pgstore: WithFinishTimeout(-1s): want a positive duration"},
 		{"acquire timeout zero", func() pgstore.Option { return pgstore.WithAcquireTimeout(0) }, "pgstore: WithAcquireTimeout(0s): want a positive duration"},
 		{"acquire timeout negative", func() pgstore.Option { return pgstore.WithAcquireTimeout(-time.Second) }, "pgstore: WithAcquireTimeout(-1s): want a positive duration"},

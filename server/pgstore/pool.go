@@ -50,10 +50,17 @@ func NewPool(ctx context.Context, connString string) (*pgxpool.Pool, error) {
 // the handler's (through Tx) alike. A proxy that keeps one server session per
 // client (docker-proxy, a TCP load balancer) does not need the change; name the
 // mode in the connection string to keep the cache there.
+//
+// It also makes the pool's connections notice a partition (a PostgreSQL that
+// neither answers nor resets) within about 30 s instead of the kernel's
+// minutes or hours: TCP keepalives (15 s idle, then every 5 s, 3 probes) and
+// TCP_USER_TIMEOUT (30 s, on Linux) on this side, around any DialFunc cfg
+// already has; and, when PostgreSQL is reached directly, the same on the
+// server's side of each session (tcp_keepalives_idle, tcp_keepalives_interval,
+// tcp_keepalives_count, tcp_user_timeout, unless the connection string names
+// them), so that PostgreSQL ends the backend of a client cut off, and the
+// transaction and the key's lock with it.
 func ConfigurePool(ctx context.Context, cfg *pgxpool.Config) error {
-	if explicitMode(cfg.ConnConfig) {
-		return nil
-	}
 	conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig.Copy())
 	if err != nil {
 		return fmt.Errorf("pgstore: %w", err)
@@ -63,7 +70,8 @@ func ConfigurePool(ctx context.Context, cfg *pgxpool.Config) error {
 	if err != nil {
 		return fmt.Errorf("pgstore: detecting a connection proxy: %w", err)
 	}
-	if proxied {
+	configureKeepAlive(cfg, proxied)
+	if proxied && !explicitMode(cfg.ConnConfig) {
 		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
 	}
 	return nil

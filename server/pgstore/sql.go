@@ -13,7 +13,7 @@ type statements struct {
 	index         string // the expires_at index, schema-qualified, quoted
 	migrateIndex  string
 	tryLock       string
-	waitLock      string
+	limits        string
 	read          string
 	probeOwner    string
 	readLive      string
@@ -82,31 +82,20 @@ func newStatements(table string) statements {
 		// clauses in order and stops at the first true one. false: another
 		// transaction holds the key (or an earlier version's claim holds the
 		// mark); it may still be a replay's, which read then finds.
+		// $1, $2 milliseconds, or '' to keep the session's setting: the
+		// claim's transaction ends if it waits longer than $1 for a statement
+		// (WithIdleInTxTimeout), and each of its statements is cancelled after
+		// $2 (WithStatementTimeout).
+		limits: `SELECT set_config('idle_in_transaction_session_timeout',
+                  coalesce(nullif($1::text, ''), current_setting('idle_in_transaction_session_timeout')), true),
+       set_config('statement_timeout', coalesce(nullif($2::text, ''), current_setting('statement_timeout')), true)`,
+
 		tryLock: `SELECT CASE WHEN NOT pg_try_advisory_xact_lock($1) THEN false
             WHEN NOT pg_try_advisory_xact_lock($2) THEN false
             ELSE set_config('idem.owner', $3, true) IS NOT NULL END`,
 
-		// $1 key lock, $2 claim mark, $3 owner token, $4 lock_timeout in
-		// milliseconds. tryLock for a claim that may wait: the WHERE saves the
-		// session's lock_timeout in a transaction-local setting and sets the
-		// claim's; the select list then waits for the key lock and the claim
-		// mark, for lock_timeout at most (then SQLSTATE 55P03), keeps the owner
-		// token and puts back the session's lock_timeout, so the handler's
-		// statements run with the lock_timeout they would have had without idem.
-		// The order is that of evaluation: the WHERE before the select list, the
-		// arguments of || left to right, each before the call they are passed to.
-		waitLock: `SELECT set_config('lock_timeout',
-                  current_setting('idem.saved_lock_timeout')
-                  || left(pg_advisory_xact_lock($1)::text, 0)
-                  || left(pg_advisory_xact_lock($2)::text, 0)
-                  || left(set_config('idem.owner', $3, true), 0),
-                  true) IS NOT NULL
- WHERE set_config('lock_timeout',
-                  $4::text || left(set_config('idem.saved_lock_timeout', current_setting('lock_timeout'), true), 0),
-                  true) IS NOT NULL`,
-
 		// $1 scope, $2 key: the key's record, live or expired, if any. The
-		// second statement of a claim, pipelined after tryLock or waitLock: a
+		// second statement of a claim, pipelined after tryLock: a
 		// statement of its own so that its snapshot is taken once the key's
 		// lock is held, and shows the record of any owner that held it before.
 		read: fmt.Sprintf(`SELECT expires_at > clock_timestamp(), fingerprint, owner_token, state, status, header_names, header_values, body

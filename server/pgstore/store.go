@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/idem/server"
@@ -20,9 +20,6 @@ import (
 // Request.LockTTL, or its start is not visible to this database user (see
 // inProgress).
 const InProgressRetryAfter = time.Second
-
-// sqlstateLockNotAvailable is lock_not_available: lock_timeout expired.
-const sqlstateLockNotAvailable = "55P03"
 
 var (
 	// errBadRecord: a stored row this package cannot read (edited by hand).
@@ -44,9 +41,31 @@ type Store struct {
 	cfg   config
 	sql   statements
 	slots handlerSlots
+	polls lookSlots
+
+	waiting atomic.Int64 // Do calls waiting for another request's key (tests)
 }
 
-var _ server.Store = (*Store)(nil)
+var (
+	_ server.Store  = (*Store)(nil)
+	_ server.Pinger = (*Store)(nil)
+)
+
+// Ping implements server.Pinger: it reports whether the store can serve a Do
+// now, by taking a pooled connection (waiting at most the acquire timeout, as
+// Do would) and running an empty statement on it, bounded by ctx. A readiness
+// check calls it (idem-server's /readyz).
+func (s *Store) Ping(ctx context.Context) error {
+	conn, err := s.acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("pgstore: ping: %w", err)
+	}
+	defer conn.Release()
+	if err := conn.Ping(ctx); err != nil {
+		return fmt.Errorf("pgstore: ping: %w", err)
+	}
+	return nil
+}
 
 // New returns a Store that keeps its records in pool's database. It does not
 // touch the database; call Migrate once to create the table. It panics if pool
@@ -56,7 +75,7 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 		panic("pgstore: New(nil): want a pool")
 	}
 	cfg := config{table: DefaultTable, lockTimeout: DefaultLockTimeout, finishTimeout: DefaultFinishTimeout,
-		acquireTimeout: DefaultAcquireTimeout, reserved: -1}
+		acquireTimeout: DefaultAcquireTimeout, reserved: -1, idleInTx: DefaultIdleInTxTimeout}
 	for _, o := range opts {
 		if o == nil {
 			panic("pgstore: New: nil Option")
@@ -70,7 +89,8 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	if cfg.reserved >= maxConns {
 		panic(fmt.Sprintf("pgstore: WithReservedConns(%d): want fewer than the pool's MaxConns (%d)", cfg.reserved, maxConns))
 	}
-	return &Store{pool: pool, cfg: cfg, sql: newStatements(cfg.table), slots: newHandlerSlots(maxConns, cfg.reserved)}
+	return &Store{pool: pool, cfg: cfg, sql: newStatements(cfg.table), slots: newHandlerSlots(maxConns, cfg.reserved),
+		polls: make(lookSlots, looksFor(maxConns, cfg.reserved))}
 }
 
 // Table returns the name of the table the store uses, as given to WithTable.
@@ -105,24 +125,81 @@ func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) 
 			s.slots.release()
 		}
 	}()
-	for {
-		res, needSlot, err := s.do(ctx, req, owner, run, &slot)
-		if !needSlot {
+	waitUntil := time.Now().Add(min(req.Wait, s.cfg.lockTimeout))
+	poll := pollFirst
+	var last server.Result // the last in-progress answer
+	looking := false       // holds a place of s.polls
+	defer func() {
+		if looking {
+			s.polls.release()
+		}
+	}()
+	for looks := 0; ; looks++ {
+		res, needSlot, err := s.do(ctx, req, owner, run, &slot, &looking)
+		if looking {
+			s.polls.release()
+			looking = false
+		}
+		if looks > 0 && errors.Is(err, ErrPoolExhausted) {
+			// A look again found no connection: the owner was still running
+			// at the last look, and that is the answer.
+			return last, nil
+		}
+		if needSlot {
+			// The key is free but every handler slot is taken: wait for one
+			// without holding a connection, then claim again.
+			if err := s.slots.wait(ctx, s.cfg.acquireTimeout); err != nil {
+				return server.Result{}, fmt.Errorf("pgstore: %w", err)
+			}
+			slot = true
+			looks = -1 // a claim, not a look again
+			continue
+		}
+		if err != nil || res.Outcome != server.OutcomeInProgress {
 			return res, err
 		}
-		// The key is free but every handler slot is taken: wait for one
-		// without holding a connection, then claim again.
-		if err := s.slots.wait(ctx, s.cfg.acquireTimeout); err != nil {
-			return server.Result{}, fmt.Errorf("pgstore: %w", err)
+		// Another request holds the key: look again later, until it
+		// records (replay), rolls back (claim and run), or the wait is over.
+		// Between looks a waiter holds nothing: no connection, no lock, no
+		// handler slot; a look takes a connection for two round trips, and
+		// at most the pool's reserve of looks run at once.
+		if slot {
+			s.slots.release()
+			slot = false
 		}
-		slot = true
+		if looks == 0 {
+			s.waiting.Add(1)
+			defer s.waiting.Add(-1)
+		}
+		sleep := min(poll, time.Until(waitUntil))
+		if sleep <= 0 {
+			return res, nil
+		}
+		t := time.NewTimer(sleep)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return server.Result{}, fmt.Errorf("pgstore: waiting for the key: %w", context.Cause(ctx))
+		case <-t.C:
+		}
+		poll = min(2*poll, pollCap)
+		last = res
+		if !s.polls.wait(ctx, waitUntil) {
+			if ctx.Err() != nil {
+				return server.Result{}, fmt.Errorf("pgstore: waiting for the key: %w", context.Cause(ctx))
+			}
+			return res, nil
+		}
+		looking = true
 	}
 }
 
-// do is one pass of Do on one connection. It returns needSlot, having rolled
-// back and released the connection, when it claimed the key but holds no
-// handler slot and none is free.
-func (s *Store) do(ctx context.Context, req server.Request, owner string, run server.RunFunc, slot *bool) (res server.Result, needSlot bool, err error) {
+// do is one pass of Do on one connection: a claim and, if the key is busy, a
+// probe of its owner. It returns needSlot, having rolled back and released
+// the connection, when it claimed the key but holds no handler slot and none
+// is free. A look again holds a place of s.polls (*looking); do gives it back
+// before it runs the handler, which may take long.
+func (s *Store) do(ctx context.Context, req server.Request, owner string, run server.RunFunc, slot, looking *bool) (res server.Result, needSlot bool, err error) {
 	conn, err := s.acquire(ctx)
 	if err != nil {
 		return server.Result{}, false, err
@@ -131,38 +208,33 @@ func (s *Store) do(ctx context.Context, req server.Request, owner string, run se
 	// closes it otherwise, which makes PostgreSQL roll the transaction back.
 	defer conn.Release()
 	for attempt := 0; ; attempt++ {
-		// The first claim does not wait for the key; if another request holds
-		// it, the next claim waits for it, up to req.Wait.
-		wait := attempt > 0 && req.Wait > 0
-		tx, row, claim, err := s.claim(ctx, conn.Conn(), req, owner, wait)
+		tx, row, claim, err := s.claim(ctx, conn.Conn(), req, owner)
 		if err != nil {
 			s.rollback(ctx, tx) // no-op (ErrTxClosed) if BEGIN itself failed
-			var pgErr *pgconn.PgError
-			if !errors.As(err, &pgErr) || pgErr.Code != sqlstateLockNotAvailable {
-				return server.Result{}, false, fmt.Errorf("pgstore: claim: %w", err)
-			}
-			// The wait ended without the key: still busy.
-		} else {
-			switch claim {
-			case claimFree, claimExpired:
-				if !*slot && !s.slots.try() {
-					s.rollback(ctx, tx)
-					return server.Result{}, true, nil
-				}
-				*slot = true
-				res, err := s.execute(ctx, conn.Conn(), tx, req, owner, claim == claimExpired, run)
-				return res, false, err
-			case claimStopped:
-				s.rollback(ctx, tx) // read only; ends the transaction
-				res, err := row.result(req.Fingerprint)
-				return res, false, err
-			}
-			s.rollback(ctx, tx) // claimBusy
-			if attempt == 0 && req.Wait > 0 {
-				continue // and wait for the key
-			}
+			return server.Result{}, false, fmt.Errorf("pgstore: claim: %w", err)
 		}
-		res, free, err := s.inProgress(ctx, conn.Conn(), req)
+		switch claim {
+		case claimFree, claimExpired:
+			if !*slot && !s.slots.try() {
+				s.rollback(ctx, tx)
+				return server.Result{}, true, nil
+			}
+			*slot = true
+			if *looking {
+				s.polls.release()
+				*looking = false
+			}
+			res, err := s.execute(ctx, conn.Conn(), tx, req, owner, claim == claimExpired, run)
+			return res, false, err
+		case claimStopped:
+			s.rollback(ctx, tx) // read only; ends the transaction
+			res, err := row.result(req.Fingerprint)
+			return res, false, err
+		}
+		s.rollback(ctx, tx) // claimBusy
+		pctx, cancel := context.WithTimeout(ctx, s.cfg.finishTimeout)
+		res, free, err := s.inProgress(pctx, conn.Conn(), req)
+		cancel()
 		if free && attempt < maxClaims-1 {
 			// No claim of this fingerprint, no record: the key's holder has
 			// another fingerprint, or has just rolled back. Claim again.
@@ -171,6 +243,13 @@ func (s *Store) do(ctx context.Context, req server.Request, owner string, run se
 		return res, false, err
 	}
 }
+
+// Looking again while a duplicate waits for the owner (Request.Wait): the
+// first look after pollFirst, doubling up to pollCap.
+const (
+	pollFirst = 5 * time.Millisecond
+	pollCap   = 50 * time.Millisecond
+)
 
 // maxClaims bounds the claims of one Do: after a first claim that finds the key
 // busy, the claims that wait for it (req.Wait), repeated while the probe finds
@@ -201,41 +280,49 @@ func (s *Store) acquire(ctx context.Context) (*pgxpool.Conn, error) {
 	return conn, nil
 }
 
-// lockWait is the lock_timeout, in milliseconds, of a claim that waits for the
-// key: req.Wait, at most the lock timeout, at least a millisecond (lock_timeout
-// 0 would mean no limit).
-func (s *Store) lockWait(req server.Request) string {
-	d := max(min(req.Wait, s.cfg.lockTimeout), time.Millisecond)
-	return strconv.FormatInt(int64((d+time.Millisecond-1)/time.Millisecond), 10)
-}
-
 // claim begins a transaction on conn and claims (req.Scope, req.Key) or reads
 // the record that stops the claim, in one round trip: BEGIN (pgx's
-// Batch.BeginTx), tryLock (waitLock if wait) and read, pipelined. The
+// Batch.BeginTx), tryLock and read, pipelined. The
 // transaction comes back whatever the error, for the caller to roll back; it is
 // closed already if BEGIN failed.
-func (s *Store) claim(ctx context.Context, conn *pgx.Conn, req server.Request, owner string, wait bool) (pgx.Tx, record, claimResult, error) {
+func (s *Store) claim(ctx context.Context, conn *pgx.Conn, req server.Request, owner string) (pgx.Tx, record, claimResult, error) {
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
-	if wait {
-		b.Queue(s.sql.waitLock, s.keyLock(req), s.claimMark(req), owner, s.lockWait(req))
-	} else {
-		b.Queue(s.sql.tryLock, s.keyLock(req), s.claimMark(req), owner)
+	limits := s.cfg.idleInTx > 0 || s.cfg.statement > 0
+	if limits {
+		b.Queue(s.sql.limits, millisOrEmpty(s.cfg.idleInTx), millisOrEmpty(s.cfg.statement))
 	}
+	b.Queue(s.sql.tryLock, s.keyLock(req), s.claimMark(req), owner)
 	b.Queue(s.sql.read, req.Scope, req.Key)
-	br := conn.SendBatch(ctx, b)
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.finishTimeout)
+	defer cancel()
+	br := conn.SendBatch(cctx, b)
 	tx := br.Tx()
-	r, c, err := claimResults(br)
+	r, c, err := claimResults(br, limits)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
 	return tx, r, c, err
 }
 
+// millisOrEmpty is d in whole milliseconds (at least 1) for a setting, or ""
+// for 0 (keep the session's setting).
+func millisOrEmpty(d time.Duration) string {
+	if d <= 0 {
+		return ""
+	}
+	return strconv.FormatInt(max(d.Milliseconds(), 1), 10)
+}
+
 // claimResults reads the results of claim's pipeline, BEGIN's first.
-func claimResults(br pgx.BatchResults) (record, claimResult, error) {
+func claimResults(br pgx.BatchResults, limits bool) (record, claimResult, error) {
 	if _, err := br.Exec(); err != nil {
 		return record{}, claimBusy, fmt.Errorf("begin: %w", err)
+	}
+	if limits {
+		if _, err := br.Exec(); err != nil {
+			return record{}, claimBusy, fmt.Errorf("setting the transaction's timeouts: %w", err)
+		}
 	}
 	var locked bool
 	if err := br.QueryRow().Scan(&locked); err != nil {

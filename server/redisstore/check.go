@@ -56,15 +56,18 @@ func (s *Store) check(ctx context.Context) error {
 		}
 		return nil
 	}
-	switch c := s.client.(type) {
-	case *redis.ClusterClient:
-		return c.ForEachMaster(ctx, check)
-	case *redis.Client:
-		return check(ctx, c)
-	case *redis.Ring:
-		return c.ForEachShard(ctx, check)
-	}
-	return fmt.Errorf("redisstore: Check: unsupported client %T", s.client)
+	_, err := call(ctx, s.direct, func(ctx context.Context) (struct{}, error) {
+		switch c := s.client.(type) {
+		case *redis.ClusterClient:
+			return struct{}{}, c.ForEachMaster(ctx, check)
+		case *redis.Client:
+			return struct{}{}, check(ctx, c)
+		case *redis.Ring:
+			return struct{}{}, c.ForEachShard(ctx, check)
+		}
+		return struct{}{}, fmt.Errorf("redisstore: Check: unsupported client %T", s.client)
+	})
+	return err
 }
 
 // checkOnce runs Check until it succeeds once.
@@ -78,4 +81,29 @@ func (s *Store) checkOnce(ctx context.Context) error {
 		return nil
 	}
 	return s.Check(ctx)
+}
+
+// Ping implements server.Pinger: it reports whether the store can serve a Do
+// now, by a PING to every master that holds its keys (the one master of a
+// standalone or Sentinel client, each master of a Cluster or shard of a Ring),
+// bounded by the op timeout and ctx. A readiness check calls it (idem-server's
+// /readyz).
+func (s *Store) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.opTimeout)
+	defer cancel()
+	ping := func(ctx context.Context, node *redis.Client) error { return node.Ping(ctx).Err() }
+	_, err := call(ctx, s.direct, func(ctx context.Context) (struct{}, error) {
+		switch c := s.client.(type) {
+		case *redis.ClusterClient:
+			return struct{}{}, c.ForEachMaster(ctx, ping)
+		case *redis.Ring:
+			return struct{}{}, c.ForEachShard(ctx, ping)
+		}
+		return struct{}{}, s.client.Ping(ctx).Err()
+	})
+	if err != nil {
+		s.refreshOnError(err)
+		return fmt.Errorf("redisstore: ping: %w", err)
+	}
+	return nil
 }

@@ -75,6 +75,24 @@
 // reported: the claim's lease then ends by itself, and after the grace a retry
 // runs again, which is what release asks for.
 //
+// A claim call that fails (timed out, connection cut) may have run in Redis
+// all the same, only its answer lost. Do returns the error before the handler
+// runs (the middleware answers 503, "retry with the same key") and releases
+// the claim at once, and, if Redis could not be reached for that, again in the
+// background with backoff up to 1 s until the claim's lease and grace are
+// over, so the retry finds the key free instead of waiting out the lease
+// (TestLostClaimReplyDoesNotBlockTheRetry).
+//
+// # Time bounds
+//
+// Every Redis call (claim, renew, finish, release, WAIT, Check) is bounded by
+// WithOpTimeout (WAIT by its own timeout on top). go-redis honours a call's
+// deadline on the socket only with ContextTimeoutEnabled; without it the store
+// still answers at the deadline, but the call goes on in a goroutine of its
+// own, holding a pooled connection, until the client's ReadTimeout. Set
+// ContextTimeoutEnabled (idem-server does) so the connection is freed at the
+// deadline too.
+//
 // # Round trips
 //
 // A replay, a mismatch and an in-progress answer cost one round trip (claim). A
@@ -106,17 +124,33 @@
 //
 // While the handler runs, a goroutine renews the claim every renew interval (a
 // third of the request's LockTTL by default, see WithRenewInterval), so a slow
-// handler keeps its claim and duplicates get OutcomeInProgress. If a renewal
-// finds the claim taken by another owner, or Redis fails until the lease would
-// have ended, the handler's context is cancelled with a cause wrapping
-// ErrLeaseLost (the handler is no longer sure to be alone; one that stops
-// before its business write leaves nothing at stake). Finish and release use a
+// handler keeps its claim and duplicates get OutcomeInProgress. A renewal that
+// fails (Redis stalled, restarting, unreachable) is retried every quarter
+// interval for as long as the handler runs, so the owner's renewal lands as
+// soon as Redis answers again, which clears any suspect mark well within the
+// grace: a Redis stall of any length that the owner survives never hands its
+// key to a duplicate (TestRedisStallLongerThanTheLeaseRunsOnce stops a
+// redis-server for twice the lease under a handler past its write: one run).
+// When no renewal has landed by the lease's local end (LockTTL after the last
+// renewal sent), the handler's context is cancelled with a cause wrapping
+// ErrLeaseLost, a whole grace before anyone could take the key (a handler that
+// stops before its business write leaves nothing at stake), and the renewals
+// go on. When a renewal finds the claim taken by another owner, the context is
+// cancelled the same way and the renewals stop. Finish and release use a
 // context detached from the request, bounded by WithOpTimeout, so a client
 // that disconnects still finishes or releases. A handler that panics has its
 // claim released and the panic goes on. A 5xx releases the claim too, as the
 // middleware asks, and Redis holds no business write to undo: a handler whose
 // effect happened before its 5xx declares it with server.DeclareEffect, and the
 // 5xx is then recorded like any answer.
+//
+// What remains: a takeover while the handler still runs needs the owner to
+// have been silent, with Redis up for the others, for the rest of its lease
+// plus the grace: its process paused (a stop-the-world pause, SIGSTOP of the
+// process, a frozen VM) or cut off from Redis while other instances reach it,
+// for LockTTL plus the grace after the last renewal that reached Redis (40 s
+// with the default 30 s LockTTL), and a handler that ignores its cancelled
+// context through all of it. Only such a handler can then run twice.
 //
 // # Redis fails after the handler's effect
 //
@@ -127,7 +161,9 @@
 // middleware answers "outcome unknown", not "retry"), and a goroutine keeps
 // retrying the finish in the background, with backoff from 20 ms capped at
 // 250 ms, until it succeeds, finds another owner's value (it gives up: that
-// owner's record counts), or the record's TTL has passed. Meanwhile a retry of
+// owner's record counts), or the record's TTL has passed (with WithMinReplicas,
+// once the record is written and only WAIT fails, for one minute more at most:
+// see Replication and failover). Meanwhile a retry of
 // the key finds the claim and waits (or gets OutcomeInProgress): the claim
 // outlives the outage (its key lives for the TTL), and even once its lease has
 // ended the retry cannot take it before a grace period with Redis up, which
@@ -175,8 +211,9 @@
 // handler, the record is WAITed for too. When the record is not acknowledged
 // in time, the handler's response is still returned (a 503 would make the
 // client retry, and the effect has happened), a warning is logged, and the
-// record is rewritten and WAITed for in the background, as above, until
-// acknowledged. With WithMinReplicas(1, 1s) TestSentinelFailover counts 0
+// record is rewritten and WAITed for in the background, with backoff up to
+// 5 s, until acknowledged or for one minute (then a warning says it is on the
+// master only; a retry replays it from there). With WithMinReplicas(1, 1s) TestSentinelFailover counts 0
 // duplicates and 0 lost records over the same failover.
 //
 // What WAIT does not promise: it is not consensus. It says the replicas
@@ -189,6 +226,18 @@
 // errors (503 before the handler runs). Renewals are not WAITed for. On a
 // Cluster, WAIT runs on the master that owns the key (a 3-master Cluster
 // without replicas can never acknowledge: every claim then fails).
+//
+// On a Cluster the same holds for a failover that does not wait for the
+// replica (a killed master, CLUSTER FAILOVER FORCE or TAKEOVER):
+// TestClusterForcedFailover streams operations across a CLUSTER FAILOVER FORCE
+// on a private 3+3 Cluster and counts, without WithMinReplicas, records lost
+// (each a second run of its handler on the re-send), and with
+// WithMinReplicas(1, 1s) none. Whatever the failover, every store call that
+// fails on a Cluster client (a refused or timed-out connection, MOVED,
+// CLUSTERDOWN) asks go-redis to reload its slot map, so the failed master's
+// slots reach the promoted replica within about a second of the promotion
+// (TestClusterFailoverNewKeysSucceedWithinSeconds), not at go-redis's periodic
+// refresh, a minute later.
 //
 // # The crash window
 //

@@ -53,7 +53,15 @@ func failoverRun(t *testing.T, o *redis.FailoverOptions, opts []Option) (dups, l
 	c := redis.NewFailoverClient(&fo)
 	t.Cleanup(func() { _ = c.Close() })
 	s := New(c, append([]Option{WithPrefix(testPrefix(t, c))}, opts...)...)
+	return streamAcrossFailover(t, s, func() { failover(t, o) })
+}
 
+// streamAcrossFailover sends a stream of keyed operations through s from 8
+// workers, calls failover mid-stream, and at the end sends every key again. It
+// returns the keys whose handler ran more than once (dups), the keys whose
+// re-send ran the handler instead of replaying (lost records), and how many
+// keys were sent.
+func streamAcrossFailover(t *testing.T, s *Store, failover func()) (dups, lost, ops int) {
 	const workers = 8
 	var (
 		mu      sync.Mutex
@@ -113,7 +121,7 @@ func failoverRun(t *testing.T, o *redis.FailoverOptions, opts []Option) (dups, l
 	for done.Load() < 300 {
 		time.Sleep(5 * time.Millisecond) // polling the workers' progress
 	}
-	failover(t, o)
+	failover()
 	time.Sleep(time.Second) // the stream goes on after the switch
 	close(stop)
 	wg.Wait()

@@ -19,13 +19,16 @@ const DefaultOpTimeout = 2 * time.Second
 type Option func(*config)
 
 type config struct {
-	prefix          string
-	renewInterval   time.Duration // 0: Request.LockTTL / 3
-	opTimeout       time.Duration
-	minReplicas     int           // 0: no WAIT
-	replicaTimeout  time.Duration // WAIT's timeout when minReplicas > 0
-	evictionAllowed bool
-	logger          *slog.Logger // nil: no logging
+	prefix         string
+	renewInterval  time.Duration // 0: Request.LockTTL / 3
+	opTimeout      time.Duration
+	minReplicas    int           // 0: no WAIT
+	replicaTimeout time.Duration // WAIT's timeout when minReplicas > 0
+	// settleReplicasFor bounds the background WAITs for a record already on
+	// the master (defaultSettleReplicasFor; shorter in tests).
+	settleReplicasFor time.Duration
+	evictionAllowed   bool
+	logger            *slog.Logger // nil: no logging
 }
 
 // WithPrefix sets the prefix of every key the store writes (default "idem:").

@@ -56,11 +56,11 @@ func TestOptionsValidValues(t *testing.T) {
 	s := New(c, WithPrefix("p:"), WithRenewInterval(time.Nanosecond), WithOpTimeout(time.Nanosecond),
 		WithMinReplicas(1, time.Nanosecond), WithEvictionAllowed(), WithLogger(logger))
 	want := config{prefix: "p:", renewInterval: time.Nanosecond, opTimeout: time.Nanosecond, minReplicas: 1,
-		replicaTimeout: time.Nanosecond, evictionAllowed: true, logger: logger}
+		replicaTimeout: time.Nanosecond, settleReplicasFor: defaultSettleReplicasFor, evictionAllowed: true, logger: logger}
 	if s.cfg != want {
 		t.Fatalf("config = %+v; want %+v", s.cfg, want)
 	}
-	if d := New(c).cfg; d != (config{prefix: DefaultPrefix, opTimeout: DefaultOpTimeout}) {
+	if d := New(c).cfg; d != (config{prefix: DefaultPrefix, opTimeout: DefaultOpTimeout, settleReplicasFor: defaultSettleReplicasFor}) {
 		t.Fatalf("default config = %+v", d)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -91,5 +92,43 @@ func TestMinReplicasUnacknowledgedRecordAnswersAndSettles(t *testing.T) {
 	}
 	if got := mustDo(t, s, r, neverRun(t)); got.Outcome != server.OutcomeReplayed || calls != 1 {
 		t.Fatalf("retry: %v (ran %d times), want a replay", got.Outcome, calls)
+	}
+}
+
+// Regression: a record that is on the master but that no replica
+// acknowledges (the replica is gone for good) is retried in the background
+// for a bounded time, then given up with a warning; the record stays on the
+// master and a retry replays it. Before, the background WAITs went on until
+// the record's TTL (24 h by default): two calls every 1.25 s per key.
+func TestMinReplicasBackgroundRetriesAreBounded(t *testing.T) {
+	t.Parallel()
+	srv := startPrivateRedis(t) // no replica
+	logs := make(logHandler, 16)
+	s := New(srv.client(t), WithMinReplicas(1, 20*time.Millisecond), WithLogger(slog.New(logs)))
+	s.cfg.settleReplicasFor = 300 * time.Millisecond
+	ended := make(chan struct{})
+	s.onSettled = func() { close(ended) }
+	key := s.key("tenant-a", "k")
+	claim := encodeClaim([tokenLen]byte{7}, "fp")
+	if err := srv.client(t).Set(context.Background(), key, claim, time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	go s.settle(context.Background(), key, claim, encodeRecord("fp", response(201, "ok")), time.Hour)
+	select {
+	case <-ended:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the background retries still run 20 s in, with a bound of 300ms")
+	}
+	var last string
+	for len(logs) > 0 {
+		last = <-logs
+	}
+	if !strings.Contains(last, "giving up waiting for the replicas") {
+		t.Fatalf("last log %q, want the reason it gave up", last)
+	}
+	s2 := New(srv.client(t)) // without WithMinReplicas: the record is there
+	got := mustDo(t, s2, req("k", "fp"), neverRun(t))
+	if got.Outcome != server.OutcomeReplayed {
+		t.Fatalf("retry: %v, want the record on the master replayed", got.Outcome)
 	}
 }

@@ -7,17 +7,20 @@ import (
 	"os/exec"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemkit/idem/internal/servicetest"
 	"github.com/idemkit/idem/server"
 )
 
 // Private servers of these tests listen on loopback ports 7150-7199 (the
-// range .ci/redis-topologies.sh leaves free), never elsewhere.
-const privatePortFirst, privatePortLast = 7150, 7199
+// range .ci/redis-topologies.sh leaves free), never elsewhere, moved by
+// IDEM_PRIVATE_PORT_OFFSET (servicetest.Port).
+var privatePortFirst, privatePortLast = servicetest.Port(7150), servicetest.Port(7199)
 
 var (
 	portMu   sync.Mutex
@@ -100,6 +103,23 @@ func (r *privateRedis) kill() {
 	_ = r.cmd.Process.Kill()
 	_ = r.cmd.Wait()
 	r.cmd = nil
+}
+
+// pause stops the server (SIGSTOP): it keeps its connections and its data but
+// answers nothing until resume, as a Redis stalled by the host or the kernel.
+func (r *privateRedis) pause() {
+	r.t.Helper()
+	if err := r.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		r.t.Fatalf("SIGSTOP redis-server: %v", err)
+	}
+	r.t.Cleanup(r.resume) // a test that fails while Redis is paused leaves it running for the kill
+}
+
+// resume lets a paused server go on (SIGCONT).
+func (r *privateRedis) resume() {
+	if r.cmd != nil {
+		_ = r.cmd.Process.Signal(syscall.SIGCONT)
+	}
 }
 
 func (r *privateRedis) client(t *testing.T) *redis.Client {

@@ -107,9 +107,10 @@ return 0
 // releaseScript deletes the caller's claim.
 //
 //	ARGV[1] the claim.
-//	Returns 1 when the key no longer holds the caller's claim and was not taken
-//	by another owner (deleted now, or already gone: a client-side retry of a
-//	release that succeeded), 0 when another value holds the key.
+//	Returns 1 (releaseDeleted) when it deleted the caller's claim, 2
+//	(releaseGone) when the key holds nothing (a client-side retry of a release
+//	that succeeded, or a claim that never landed), 0 (releaseOther) when
+//	another value holds the key.
 var releaseScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 1, 18) == string.sub(ARGV[1], 1, 18) then
@@ -117,7 +118,14 @@ if v and string.sub(v, 1, 18) == string.sub(ARGV[1], 1, 18) then
   return 1
 end
 if not v then
-  return 1
+  return 2
 end
 return 0
 `)
+
+// releaseScript's answers.
+const (
+	releaseOther   = 0
+	releaseDeleted = 1
+	releaseGone    = 2
+)

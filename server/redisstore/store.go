@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +23,7 @@ import (
 type Store struct {
 	client redis.UniversalClient
 	cfg    config
+	direct bool // client honours context deadlines: call need not add a goroutine
 
 	checkMu sync.Mutex
 	checked atomic.Bool // Check passed once: Do does not ask again
@@ -29,9 +31,14 @@ type Store struct {
 	// onPoll, when set (tests), is called each time a waiting Do finds the
 	// owner still running, before it sleeps.
 	onPoll func()
+	// onSettled, when set (tests), is called when a background settle ends.
+	onSettled func()
 }
 
-var _ server.Store = (*Store)(nil)
+var (
+	_ server.Store  = (*Store)(nil)
+	_ server.Pinger = (*Store)(nil)
+)
 
 // New returns a Store that keeps its records in Redis through client, which may
 // be a standalone, Sentinel (failover) or Cluster client. The store does not own
@@ -43,7 +50,7 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 	if client == nil {
 		panic("redisstore: New(nil): want a Redis client")
 	}
-	cfg := config{prefix: DefaultPrefix, opTimeout: DefaultOpTimeout}
+	cfg := config{prefix: DefaultPrefix, opTimeout: DefaultOpTimeout, settleReplicasFor: defaultSettleReplicasFor}
 	for _, o := range opts {
 		if o == nil {
 			panic("redisstore: New: nil Option")
@@ -57,7 +64,7 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 			panic(fmt.Sprintf("redisstore: WithMinReplicas: want a *redis.Client or *redis.ClusterClient, got %T", client))
 		}
 	}
-	return &Store{client: client, cfg: cfg}
+	return &Store{client: client, cfg: cfg, direct: honoursDeadlines(client)}
 }
 
 // ErrInvalidRequest is wrapped by Do's error when the server.Request cannot be
@@ -152,19 +159,27 @@ func (s *Store) key(scope, key string) string {
 	return string(append(b, key...))
 }
 
-// claim runs claimScript. It returns held == nil when the claim is now the
+// claim runs claimScript over c (s.client, or a connection of acquire's that
+// the caller bounds). It returns held == nil when the claim is now the
 // caller's, else the value that holds the key and, for a claim, the rest of
 // its lease (or of its grace, once the lease ended), for a record its TTL.
-func (s *Store) claim(ctx context.Context, c redis.Scripter, key string, claim []byte, req server.Request) (held []byte, left time.Duration, err error) {
+//
+// When the call fails, Redis may have run the script all the same (only its
+// answer was lost, or it is still queued in a stalled Redis): the claim is
+// released (see releaseLost), so that the retry the middleware's 503 invites
+// finds the key free instead of waiting out the lease.
+func (s *Store) claim(ctx context.Context, c redis.Scripter, direct bool, key string, claim []byte, req server.Request) (held []byte, left time.Duration, err error) {
+	sent := time.Now()
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.opTimeout)
-	res, err := claimScript.Run(cctx, c, []string{key}, claim, millis(req.LockTTL),
-		millis(claimKeyTTL(req)), millis(grace(req.LockTTL))).Result()
+	res, err := call(cctx, direct, func(ctx context.Context) (any, error) {
+		return claimScript.Run(ctx, c, []string{key}, claim, millis(req.LockTTL),
+			millis(claimKeyTTL(req)), millis(grace(req.LockTTL))).Result()
+	})
 	cancel()
 	if err != nil {
-		if ctx.Err() != nil {
-			// The request went away while the claim was in flight: Redis may
-			// have set it. Free it now rather than block the key for LockTTL.
-			_ = s.release(ctx, key, claim)
+		s.refreshOnError(err)
+		if mayHaveRun(err) {
+			s.releaseLost(ctx, key, claim, sent.Add(req.LockTTL+grace(req.LockTTL)))
 		}
 		return nil, 0, fmt.Errorf("redisstore: claim: %w", err)
 	}
@@ -183,6 +198,55 @@ func (s *Store) claim(ctx context.Context, c redis.Scripter, key string, claim [
 		}
 	}
 	return nil, 0, fmt.Errorf("redisstore: claim: unexpected reply %T %v", res, res)
+}
+
+// releaseLost frees a claim whose claim call failed, in case Redis ran it:
+// once now (bounded by the op timeout), and, unless that deleted it or found
+// another owner, again in the background, with backoff, until one of those
+// or until, when the claim's lease and grace are over, it no longer
+// matters. A Redis that runs the claim later still (queued in a server
+// stalled for longer) blocks the key for one lease and grace, no more.
+func (s *Store) releaseLost(ctx context.Context, key string, claim []byte, until time.Time) {
+	if done := s.releaseOnce(ctx, key, claim); done {
+		return
+	}
+	go func() {
+		delay := releaseRetryFirst
+		for time.Now().Before(until) {
+			time.Sleep(min(delay, time.Until(until))) // backoff between attempts
+			if s.releaseOnce(ctx, key, claim) {
+				return
+			}
+			delay = min(2*delay, releaseRetryCap)
+		}
+	}()
+}
+
+// mayHaveRun reports whether a failed call may have run in Redis all the
+// same: its answer was lost (a timeout, a connection cut after the command was
+// sent), rather than refused (an error reply from Redis: the script did not
+// write; a connection that was never made).
+func mayHaveRun(err error) bool {
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		return false
+	}
+	var op *net.OpError
+	return !errors.As(err, &op) || op.Op != "dial"
+}
+
+// The background retries of releaseLost: the first after releaseRetryFirst,
+// doubling up to releaseRetryCap.
+const (
+	releaseRetryFirst = 50 * time.Millisecond
+	releaseRetryCap   = time.Second
+)
+
+// releaseOnce runs releaseScript once and reports whether nothing more is to
+// be done: the claim was deleted now, or another owner holds the key.
+func (s *Store) releaseOnce(ctx context.Context, key string, claim []byte) bool {
+	n, err := s.releaseN(ctx, key, claim)
+	return err == nil && (n == releaseDeleted || n == releaseOther)
 }
 
 // answerExisting turns the value that holds the key into Do's result.
@@ -262,16 +326,24 @@ func (s *Store) execute(ctx context.Context, key string, claim []byte, req serve
 func (s *Store) record(ctx context.Context, key string, claim, record []byte, ttl time.Duration) error {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.opTimeout+s.cfg.replicaTimeout)
 	defer cancel()
+	_, err := call(dctx, s.direct, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, s.recordOnce(ctx, key, claim, record, ttl)
+	})
+	s.refreshOnError(err)
+	return err
+}
+
+func (s *Store) recordOnce(ctx context.Context, key string, claim, record []byte, ttl time.Duration) error {
 	var c redis.Scripter = s.client
 	if s.cfg.minReplicas > 0 {
-		conn, err := s.conn(dctx, key)
+		conn, err := s.conn(ctx, key)
 		if err != nil {
 			return fmt.Errorf("redisstore: recording the response: %w", err)
 		}
 		defer func() { _ = conn.Close() }()
 		c = conn
 	}
-	n, err := finishScript.Run(dctx, c, []string{key}, claim, record, millis(ttl)).Int64()
+	n, err := finishScript.Run(ctx, c, []string{key}, claim, record, millis(ttl)).Int64()
 	switch {
 	case err != nil:
 		return fmt.Errorf("redisstore: recording the response: %w", err)
@@ -279,19 +351,33 @@ func (s *Store) record(ctx context.Context, key string, claim, record []byte, tt
 		return fmt.Errorf("redisstore: %w: the claim expired and another owner holds the key", ErrLeaseLost)
 	}
 	if conn, ok := c.(*redis.Conn); ok {
-		return s.waitReplicas(dctx, conn)
+		return s.waitReplicas(ctx, conn)
 	}
 	return nil
 }
 
 // settle keeps trying to record a response whose first attempt failed (Redis
-// unreachable, or the replicas did not acknowledge it), with capped backoff,
-// until it is recorded (and acknowledged), another owner holds the key, or the
-// record's TTL has passed (it would have expired by then). It runs in the
-// background, after Do returned.
+// unreachable, or the replicas did not acknowledge it), with capped backoff.
+// It runs in the background, after Do returned, and stops when the record is
+// written (and acknowledged), when another owner holds the key, or:
+//
+//   - while the record is not written, when the record's TTL has passed (it
+//     would have expired by then). It keeps trying every settleCap at most,
+//     so that once Redis answers again the record lands within the grace a
+//     claimant waits before it may take the key;
+//   - once the record is written but not acknowledged by the replicas, after
+//     settleReplicasFor (with backoff up to settleReplicasCap): the record is
+//     on the master, so a retry replays it; only a failover before a replica
+//     has it can lose it, and waiting longer does not make a missing replica
+//     come back.
 func (s *Store) settle(ctx context.Context, key string, claim, record []byte, ttl time.Duration) {
-	giveUp := time.Now().Add(ttl)
-	delay := 20 * time.Millisecond
+	if s.onSettled != nil {
+		defer s.onSettled()
+	}
+	start := time.Now()
+	giveUp := start.Add(ttl)
+	written := false // the record is on the master; only WAIT failed
+	delay, ceiling := 20*time.Millisecond, settleCap
 	for attempt := 1; ; attempt++ {
 		time.Sleep(delay) // backoff between attempts
 		err := s.record(ctx, key, claim, record, ttl)
@@ -302,41 +388,76 @@ func (s *Store) settle(ctx context.Context, key string, claim, record []byte, tt
 		case errors.Is(err, ErrLeaseLost):
 			s.logWarn("giving up recording the response: another owner holds the key", key, err)
 			return
-		case time.Now().After(giveUp):
-			s.logWarn("giving up recording the response: its TTL has passed", key, err)
+		case errors.Is(err, ErrNotReplicated) && !written:
+			written, ceiling = true, settleReplicasCap
+			if until := time.Now().Add(s.cfg.settleReplicasFor); until.Before(giveUp) {
+				giveUp = until
+			}
+		}
+		if !time.Now().Before(giveUp) {
+			if written {
+				s.logWarn("giving up waiting for the replicas: the record is on the master only", key, err)
+			} else {
+				s.logWarn("giving up recording the response: its TTL has passed", key, err)
+			}
 			return
 		}
-		delay = min(2*delay, settleCap)
+		delay = min(2*delay, ceiling, time.Until(giveUp))
 	}
 }
 
-// settleCap bounds the wait between two attempts of settle: once Redis is
-// back, the owner's record lands within about this long.
+// settleCap bounds the wait between two attempts of settle while the record
+// is not written: once Redis is back, the owner's record lands within about
+// this long.
 const settleCap = 250 * time.Millisecond
+
+// Once a record is on the master but not acknowledged by the replicas, settle
+// WAITs again with backoff up to settleReplicasCap, for
+// defaultSettleReplicasFor: about 15 attempts.
+const (
+	settleReplicasCap        = 5 * time.Second
+	defaultSettleReplicasFor = time.Minute
+)
 
 // acquire claims key (claimScript) and, with WithMinReplicas, WAITs for the
 // replicas to acknowledge the claim, releasing it and failing with
 // ErrNotReplicated if they do not in time. held and pttl are as for claim.
 func (s *Store) acquire(ctx context.Context, key string, claim []byte, req server.Request) (held []byte, pttl time.Duration, err error) {
 	if s.cfg.minReplicas == 0 {
-		return s.claim(ctx, s.client, key, claim, req)
+		return s.claim(ctx, s.client, s.direct, key, claim, req)
 	}
-	conn, err := s.conn(ctx, key)
-	if err != nil {
-		return nil, 0, fmt.Errorf("redisstore: claim: %w", err)
+	type claimed struct {
+		held []byte
+		pttl time.Duration
 	}
-	defer func() { _ = conn.Close() }()
-	held, pttl, err = s.claim(ctx, conn, key, claim, req)
-	if err != nil || held != nil {
-		return held, pttl, err
-	}
-	wctx, cancel := context.WithTimeout(ctx, s.cfg.opTimeout+s.cfg.replicaTimeout)
+	// One connection for the claim and its WAIT, used by one goroutine:
+	// the whole exchange is one bounded call.
+	wctx, cancel := context.WithTimeout(ctx, 2*s.cfg.opTimeout+s.cfg.replicaTimeout)
 	defer cancel()
-	if err := s.waitReplicas(wctx, conn); err != nil {
-		_ = s.release(ctx, key, claim)
-		return nil, 0, fmt.Errorf("redisstore: claim: %w", err)
+	got, err := call(wctx, s.direct, func(ctx context.Context) (claimed, error) {
+		conn, err := s.conn(ctx, key)
+		if err != nil {
+			s.refreshOnError(err)
+			return claimed{}, fmt.Errorf("redisstore: claim: %w", err)
+		}
+		defer func() { _ = conn.Close() }()
+		held, pttl, err := s.claim(ctx, conn, true, key, claim, req)
+		if err != nil || held != nil {
+			return claimed{held, pttl}, err
+		}
+		if err := s.waitReplicas(ctx, conn); err != nil {
+			s.refreshOnError(err)
+			_ = s.release(ctx, key, claim)
+			return claimed{}, fmt.Errorf("redisstore: claim: %w", err)
+		}
+		return claimed{}, nil
+	})
+	if err != nil && ctx.Err() == nil && wctx.Err() != nil {
+		// The exchange ran out of time in a client that ignores deadlines:
+		// the claim may have landed.
+		s.releaseLost(ctx, key, claim, time.Now().Add(req.LockTTL+grace(req.LockTTL)))
 	}
-	return nil, 0, nil
+	return got.held, got.pttl, err
 }
 
 // conn returns a connection to the master that holds key, so that a write and
@@ -397,13 +518,23 @@ func truncate(key string) string {
 // Redis error is not reported, since the claim then expires by itself within
 // LockTTL.
 func (s *Store) release(ctx context.Context, key string, claim []byte) error {
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.opTimeout)
-	defer cancel()
-	n, err := releaseScript.Run(dctx, s.client, []string{key}, claim).Int64()
-	if err == nil && n != 1 {
+	n, err := s.releaseN(ctx, key, claim)
+	if err == nil && n == releaseOther {
 		return fmt.Errorf("%w: another owner holds the key", ErrLeaseLost)
 	}
 	return nil
+}
+
+// releaseN runs releaseScript, bounded by the op timeout, with a context
+// detached from the request, and returns its answer.
+func (s *Store) releaseN(ctx context.Context, key string, claim []byte) (int64, error) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.opTimeout)
+	defer cancel()
+	n, err := call(dctx, s.direct, func(ctx context.Context) (int64, error) {
+		return releaseScript.Run(ctx, s.client, []string{key}, claim).Int64()
+	})
+	s.refreshOnError(err)
+	return n, err
 }
 
 // minGrace is the shortest grace (see grace).

@@ -74,6 +74,8 @@ const (
 	ScenarioWaitOriginalFails = "wait_original_fails"
 	ScenarioWaitClientGone    = "wait_client_gone"
 	ScenarioConcurrentWait    = "concurrent_duplicates_wait"
+	// A flood of waiting duplicates of one tenant leaves other tenants alone.
+	ScenarioDuplicateFlood = "duplicate_flood"
 	// A store that cannot record after the handler's effect.
 	ScenarioOutcomeUnknown = "outcome_unknown"
 	// A handler that declared its effect (server.DeclareEffect), then failed.
@@ -103,6 +105,7 @@ var scenarios = []scenario{
 	{ScenarioWaitOriginalFails, testWaitOriginalFails},
 	{ScenarioWaitClientGone, testWaitClientGone},
 	{ScenarioConcurrentWait, testConcurrentWait},
+	{ScenarioDuplicateFlood, testDuplicateFlood},
 	{ScenarioOutcomeUnknown, testOutcomeUnknown},
 	{ScenarioDeclared5xx, testDeclared5xx},
 	{ScenarioDeclaredPanic, testDeclaredPanic},
