@@ -115,6 +115,7 @@ func (ex *exchange) serve() {
 
 	ex.start = cfg.now()
 	res, err := ex.p.store.Do(r.Context(), req, ex.run)
+	ex.ev.StoreDuration = cfg.now().Sub(ex.start) - ex.ev.HandlerDuration
 	ex.finish(res, err)
 }
 
@@ -162,7 +163,8 @@ func (ex *exchange) run(ctx context.Context) (resp *Response, keep bool) {
 	}()
 	start := ex.p.cfg.now()
 	ex.p.next.ServeHTTP(&ex.cw, r)
-	ex.p.recent.add(ex.p.cfg.now().Sub(start))
+	ex.ev.HandlerDuration = ex.p.cfg.now().Sub(start)
+	ex.p.recent.add(ex.ev.HandlerDuration)
 	if ex.cw.hijacked || ex.cw.tooLarge {
 		return &Response{Status: http.StatusInternalServerError}, false
 	}
