@@ -39,15 +39,15 @@ const connectTimeout = 5 * time.Second
 //
 // The store is wrapped so that every error it returns (the cause of a 503 or
 // an outcome-unknown answer) is logged on the request's line (logRequests).
-func openStore(ctx context.Context, cfg config, logger *slog.Logger) (server.Store, payments.Ledger, func(), error) {
-	store, ledger, cleanup, err := openBackends(ctx, cfg, logger)
+func openStore(ctx context.Context, cfg config, logger *slog.Logger, tel *telemetry) (server.Store, payments.Ledger, func(), error) {
+	store, ledger, cleanup, err := openBackends(ctx, cfg, logger, tel)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	return notingStore{store}, ledger, cleanup, nil
 }
 
-func openBackends(ctx context.Context, cfg config, logger *slog.Logger) (server.Store, payments.Ledger, func(), error) {
+func openBackends(ctx context.Context, cfg config, logger *slog.Logger, tel *telemetry) (server.Store, payments.Ledger, func(), error) {
 	switch cfg.store {
 	case storeMemory:
 		return memstore.New(memstore.WithMaxEntries(cfg.maxEntries)), payments.NewMemLedger(), func() {}, nil
@@ -56,6 +56,7 @@ func openBackends(ctx context.Context, cfg config, logger *slog.Logger) (server.
 		if err != nil {
 			return nil, nil, nil, err
 		}
+		tel.observePostgres(storePostgres, pool)
 		store := pgstore.New(pool)
 		if err := migrate(ctx, store.Migrate); err != nil {
 			pool.Close()
@@ -74,6 +75,7 @@ func openBackends(ctx context.Context, cfg config, logger *slog.Logger) (server.
 		if err != nil {
 			return nil, nil, nil, err
 		}
+		tel.observeRedis(storeRedis, rdb)
 		if cfg.postgresURL == "" {
 			return store, payments.NewMemLedger(), func() { _ = rdb.Close() }, nil
 		}
@@ -82,6 +84,7 @@ func openBackends(ctx context.Context, cfg config, logger *slog.Logger) (server.
 			_ = rdb.Close()
 			return nil, nil, nil, err
 		}
+		tel.observePostgres(storePostgres, pool)
 		return store, ledger, func() { pool.Close(); _ = rdb.Close() }, nil
 	}
 	return nil, nil, nil, fmt.Errorf("-store %q: %w", cfg.store, errUsage)
