@@ -19,7 +19,7 @@
 // first attempt: the Idempotency-Key already on the request (sent as it is,
 // under any spelling of the header name, never twice), else the key in the
 // context (WithKey), else, for POST and PATCH, a generated one (a random UUID
-// version 4; see WithAutoKeys, WithKeyGenerator, UUIDv7). GET, HEAD, OPTIONS,
+// version 4; see WithAutoKeys, WithKeyGenerator). GET, HEAD, OPTIONS,
 // TRACE, PUT and DELETE get a key only from the caller. Keys follow the one
 // grammar the idem server reads: 1 to 255 visible ASCII characters, raw or as
 // a Structured Field string (WithQuotedKeys).

@@ -61,7 +61,16 @@ type Error struct {
 
 	detail  string  // an explanation of Cause, for Error
 	refusal refusal // why LastErr was not retried, when Cause is nil
+	timeout bool    // a deadline or the WithMaxElapsed cap ended the operation
 }
+
+// Timeout reports whether the operation ended because time ran out: the
+// context's deadline passed (an http.Client's Timeout included), or the next
+// wait or attempt would have ended past the deadline or the WithMaxElapsed
+// cap. It makes *Error a net.Error, so os.IsTimeout and the Timeout method of
+// the *url.Error an http.Client returns see it, as they see net/http's own
+// time-outs. Every other *Error answers false.
+func (e *Error) Timeout() bool { return e.timeout }
 
 // Error says how many attempts were made and why the Transport stopped.
 func (e *Error) Error() string {

@@ -23,7 +23,7 @@ func ExampleNewClient() {
 	)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
-		keys = append(keys, r.Header.Get(idem.HeaderIdempotencyKey))
+		keys = append(keys, r.Header.Get("Idempotency-Key"))
 		n := len(keys)
 		mu.Unlock()
 		if n == 1 {
@@ -49,13 +49,13 @@ func ExampleNewClient() {
 }
 
 // A key given through the context is sent on the request, whatever its method.
-func ExampleWithKey() {
+func ExampleContextWithKey() {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprint(w, r.Header.Get(idem.HeaderIdempotencyKey))
+		fmt.Fprint(w, r.Header.Get("Idempotency-Key"))
 	}))
 	defer srv.Close()
 
-	ctx := idem.WithKey(context.Background(), "order-42-capture")
+	ctx := idem.ContextWithKey(context.Background(), "order-42-capture")
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPut, srv.URL+"/orders/42", strings.NewReader("{}"))
 	resp, err := idem.NewClient().Do(req)
 	if err != nil {
@@ -100,7 +100,7 @@ func ExampleReplayed() {
 		seen = map[string]bool{}
 	)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key := r.Header.Get(idem.HeaderIdempotencyKey)
+		key := r.Header.Get("Idempotency-Key")
 		mu.Lock()
 		replay := seen[key]
 		seen[key] = true
@@ -113,7 +113,7 @@ func ExampleReplayed() {
 	defer srv.Close()
 
 	client := idem.NewClient()
-	ctx := idem.WithKey(context.Background(), idem.KeyFor("orders", "42"))
+	ctx := idem.ContextWithKey(context.Background(), idem.KeyFor("orders", "42"))
 	for range 2 {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/orders", strings.NewReader("{}"))
 		resp, err := client.Do(req)

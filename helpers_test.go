@@ -56,7 +56,7 @@ func (f *fakeRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	f.mu.Lock()
 	i := len(f.calls)
 	f.calls = append(f.calls, fakeCall{
-		at: time.Now(), method: req.Method, key: req.Header.Values(HeaderIdempotencyKey),
+		at: time.Now(), method: req.Method, key: req.Header.Values(headerKeyName),
 		body: string(body), req: req,
 	})
 	st := f.steps[min(i, len(f.steps)-1)]

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -40,17 +39,6 @@ func TestDeriveKeyVectors(t *testing.T) {
 	}
 }
 
-func TestUUIDv7(t *testing.T) {
-	t.Parallel()
-	a, b := UUIDv7(), UUIDv7()
-	if a == b {
-		t.Fatal("two UUIDv7 calls gave the same key")
-	}
-	u, err := uuid.Parse(a)
-	if err != nil || u.Version() != 7 {
-		t.Fatalf("UUIDv7 = %s: not a version 7 UUID (%v)", a, err)
-	}
-}
 
 // TestParseKey: the client reads a caller's header with the shared grammar
 // (its table is internal/keyformat's); an error matches ErrInvalidKey.
@@ -91,11 +79,11 @@ func TestKeyFromRequest(t *testing.T) {
 	if got := KeyFromRequest(nil); got != "" {
 		t.Errorf("nil request: got %q", got)
 	}
-	ctxReq := req.WithContext(WithKey(context.Background(), "from-ctx"))
+	ctxReq := req.WithContext(ContextWithKey(context.Background(), "from-ctx"))
 	if got := KeyFromRequest(ctxReq); got != "from-ctx" {
 		t.Errorf("context key: got %q", got)
 	}
-	ctxReq.Header.Set(HeaderIdempotencyKey, `"from-header"`)
+	ctxReq.Header.Set(headerKeyName, `"from-header"`)
 	if got := KeyFromRequest(ctxReq); got != "from-header" {
 		t.Errorf("sf-string header wins over the context: got %q", got)
 	}

@@ -44,9 +44,9 @@ const lateDrain = time.Second
 type lateAttempts struct {
 	won chan struct{} // closed when answer is set
 
-	// What says whether an answer is final (see final).
-	method             string
-	keyed, retryUnsent bool
+	// final says whether an answer ends the operation: its status may not
+	// be retried.
+	final func(*http.Response) bool
 
 	mu      sync.Mutex
 	running []*boundedAttempt // the late attempts, to cancel when the operation ends
@@ -55,15 +55,8 @@ type lateAttempts struct {
 	ended   bool
 }
 
-func newLateAttempts(method string, keyed, retryUnsent bool) *lateAttempts {
-	return &lateAttempts{won: make(chan struct{}), method: method, keyed: keyed, retryUnsent: retryUnsent}
-}
-
-// final reports whether a response with this status ends the operation: it
-// may not be retried.
-func (l *lateAttempts) final(status int) bool {
-	reason, _ := classify(l.method, l.keyed, l.retryUnsent, outcome{status: status})
-	return reason == 0
+func newLateAttempts(final func(*http.Response) bool) *lateAttempts {
+	return &lateAttempts{won: make(chan struct{}), final: final}
 }
 
 // goOn lets an attempt go on after the operation stopped waiting for it: its
@@ -85,7 +78,7 @@ func (l *lateAttempts) goOn(done <-chan roundTrip, b *boundedAttempt) {
 			b.cancel(nil)
 			return
 		}
-		if l.final(rt.resp.StatusCode) && rt.resp.Body != nil {
+		if l.final(rt.resp) && rt.resp.Body != nil {
 			// The body lives until the caller closes it.
 			b.ReadCloser = rt.resp.Body
 			rt.resp.Body = b
@@ -133,52 +126,4 @@ func (l *lateAttempts) end() *http.Response {
 		}
 	}
 	return answer
-}
-
-// settle decides what the operation returns once its loop has ended with resp
-// and err: a late attempt's final answer taken meanwhile wins over the loop's
-// result, unless the loop ended because the caller's context did. What is not
-// returned is let go.
-func (o *operation) settle(resp *http.Response, err error) (*http.Response, error) {
-	if o.late == nil {
-		return resp, err
-	}
-	answer := o.late.end()
-	if answer == nil || answer == resp {
-		return resp, err
-	}
-	if err != nil && o.ctx.Err() != nil {
-		discard(answer, time.Now().Add(lateDrain))
-		return resp, err
-	}
-	if resp != nil {
-		discard(resp, time.Now().Add(lateDrain))
-	}
-	return answer, nil
-}
-
-// attemptGoesOn makes a keyed attempt bounded by WithAttemptTimeout (b.after):
-// the round trip runs in a goroutine, and when the bound passes first, the
-// attempt is handed to o.late to go on, and counts as timed out. When another
-// late attempt answers meanwhile, this one is handed over too, and the result
-// says so.
-func (o *operation) attemptGoesOn(req *http.Request, b *boundedAttempt, start time.Time) attemptResult {
-	done := make(chan roundTrip, 1)
-	rt := o.t.transport()
-	go func() {
-		resp, err := rt.RoundTrip(req)
-		done <- roundTrip{resp, err}
-	}()
-	timer := time.NewTimer(b.after)
-	defer timer.Stop()
-	select {
-	case r := <-done:
-		return o.answered(start, b, r.resp, r.err)
-	case <-timer.C:
-		o.late.goOn(done, b)
-		return attemptResult{outcome: outcome{err: &attemptTimeoutError{after: b.after}, timedOut: true}}
-	case <-o.late.won:
-		o.late.goOn(done, b)
-		return attemptResult{superseded: true}
-	}
 }

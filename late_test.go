@@ -148,7 +148,9 @@ func (c *closeSignal) Close() error { close(c.closed); return nil }
 // is cancelled.
 func TestLateAttemptsTakeOnlyFinalAnswers(t *testing.T) {
 	t.Parallel()
-	l := newLateAttempts(http.MethodPost, true, false)
+	l := newLateAttempts(func(resp *http.Response) bool {
+		return resp.StatusCode < 500 && resp.StatusCode != 409 && resp.StatusCode != 429
+	})
 	late := func() (chan roundTrip, context.Context, *closeSignal) {
 		ctx, cancel := context.WithCancelCause(context.Background())
 		done := make(chan roundTrip, 1)

@@ -1,7 +1,9 @@
 package idem
 
 import (
+	"context"
 	"log/slog"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -26,8 +28,9 @@ type config struct {
 	keyGen         func() string
 	quotedKeys     bool // write keys as Structured Field strings
 	budget         *Budget
-	onRetry        func(RetryEvent)
-	retryUnsent    bool
+	onRetry        func(context.Context, AttemptInfo)
+	onDone         []func(context.Context, Report)
+	retryIf        func(resp *http.Response, err error, retryable bool) bool
 	bodyLimit      int64
 	logger         *slog.Logger
 }
@@ -129,11 +132,11 @@ func WithAutoKeys(on bool) Option {
 }
 
 // WithKeyGenerator sets the function that makes the key of an operation that
-// is given none (default: a random UUID version 4). UUIDv7 is a ready
-// alternative. gen must return a new key on every call: the Transport takes a
+// is given none (default: a random UUID version 4). UUID version 7 is a ready
+// alternative (uuid.NewV7 of github.com/google/uuid). gen must return a new key on every call: the Transport takes a
 // generated key to be unknown to every server (its first attempt sends no
 // Prefer: wait); a key that must repeat, such as one derived from a business
-// id, goes on the request or in the context (WithKey, KeyFor, DeriveKey). A generated key that is not a valid key fails the request with
+// id, goes on the request or in the context (ContextWithKey, KeyFor, DeriveKey). A generated key that is not a valid key fails the request with
 // ErrInvalidKey. It panics if gen is nil.
 func WithKeyGenerator(gen func() string) Option {
 	if gen == nil {
@@ -142,13 +145,14 @@ func WithKeyGenerator(gen func() string) Option {
 	return func(c *config) { c.keyGen = gen }
 }
 
-// WithQuotedKeys writes the keys from the context or the generator to the
+// WithQuotedKeys, when on, writes the keys from the context or the generator to the
 // Idempotency-Key header as RFC 8941 Structured Field strings, as the IETF
 // draft requires (in double quotes, with `"` and `\` escaped). By default a
 // key is written as it is, which Stripe and most servers read; the idem server
-// reads both. A key already on the request's header is sent as it is.
-func WithQuotedKeys() Option {
-	return func(c *config) { c.quotedKeys = true }
+// reads both. A key already on the request's header is sent as it is. Off by
+// default.
+func WithQuotedKeys(on bool) Option {
+	return func(c *config) { c.quotedKeys = on }
 }
 
 // WithRetryBudget shares a retry budget with the Transport (default none: every
@@ -162,20 +166,33 @@ func WithRetryBudget(b *Budget) Option {
 }
 
 // WithOnRetry sets a function called just before the Transport waits for a
-// retry, on the goroutine of RoundTrip. It must not block for long. It panics if
-// fn is nil.
-func WithOnRetry(fn func(RetryEvent)) Option {
+// retry, on the goroutine of RoundTrip, with the request's context and the
+// AttemptInfo of the retry (its Wait is the wait about to start; Status and
+// Err say what the failed attempt came to). It must not block for long. It
+// panics if fn is nil.
+func WithOnRetry(fn func(ctx context.Context, next AttemptInfo)) Option {
 	if fn == nil {
 		optionPanic("WithOnRetry", "fn must not be nil")
 	}
 	return func(c *config) { c.onRetry = fn }
 }
 
-// WithRetryUnsent lets the Transport retry a POST or PATCH that has no key when
-// the connection provably never opened (a dial error), so the server cannot have
-// seen the request. Off by default.
-func WithRetryUnsent() Option {
-	return func(c *config) { c.retryUnsent = true }
+// WithRetryIf lets fn change which answers are retried. After each attempt
+// the Transport calls fn with the response (its headers only: fn must not
+// read or close the body) or the transport error (context.DeadlineExceeded
+// for an attempt cut by WithAttemptTimeout), and retryable, what the
+// Transport's own rules say; fn returns whether to retry. It may add answers
+// (a 425 or 520 that an API uses for "try again") or refuse retries; it
+// cannot make a request repeat that may not be (a POST or PATCH without a key
+// is sent once whatever fn says), and the other bounds (attempts, the cap,
+// the budget, the body) still apply. fn runs on the goroutine of RoundTrip,
+// or of a late attempt, and must be safe for concurrent use. It panics if fn
+// is nil.
+func WithRetryIf(fn func(resp *http.Response, err error, retryable bool) bool) Option {
+	if fn == nil {
+		optionPanic("WithRetryIf", "fn must not be nil")
+	}
+	return func(c *config) { c.retryIf = fn }
 }
 
 // WithBodyBufferLimit sets how many bytes of a request body without GetBody are

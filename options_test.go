@@ -64,7 +64,7 @@ func TestDefaults(t *testing.T) {
 	if c.maxAttempts != 5 || c.base != 300*time.Millisecond || c.max != 10*time.Second ||
 		c.jitter != FullJitter || c.maxElapsed != 30*time.Second || c.attemptTimeout != 0 ||
 		c.maxRetryAfter != 30*time.Second || !c.autoKeys || c.quotedKeys ||
-		c.budget != nil || c.onRetry != nil || c.retryUnsent || c.bodyLimit != 1<<20 || c.logger != nil {
+		c.budget != nil || c.onRetry != nil || c.retryIf != nil || c.bodyLimit != 1<<20 || c.logger != nil {
 		t.Errorf("defaults: %+v", c)
 	}
 	if u, err := uuid.Parse(c.keyGen()); err != nil || u.Version() != 4 {
@@ -91,7 +91,7 @@ func TestZeroTransport(t *testing.T) {
 	var n atomic.Int32
 	var keys sync.Map
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		keys.Store(r.Header.Get(HeaderIdempotencyKey), true)
+		keys.Store(r.Header.Get(headerKeyName), true)
 		if n.Add(1) == 1 {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}

@@ -152,7 +152,8 @@ func TestRetryAfter(t *testing.T) {
 				opts := append([]Option{WithJitter(NoJitter), WithBackoff(100*time.Millisecond, 10*time.Second)}, tt.opts...)
 				tr := NewTransport(f, opts...)
 				tr.rand = func() float64 { return 0.5 }
-				resp, err := tr.RoundTrip(mustRequest(t, context.Background(), http.MethodPost, "http://x/", "b"))
+				// A caller's key: a 409 on the first attempt under a generated key is final.
+				resp, err := tr.RoundTrip(mustRequest(t, ContextWithKey(context.Background(), "k"), http.MethodPost, "http://x/", "b"))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -177,12 +178,9 @@ func TestRetryAfter(t *testing.T) {
 func TestRetryAfterSpreadBounds(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		tr := NewTransport(&fakeRT{})
 		for _, r := range []float64{0, 0.25, 0.999999999, 1} {
-			tr.rand = func() float64 { return r }
-			o := &operation{t: tr}
 			for _, d := range []time.Duration{0, time.Millisecond, time.Second, 10 * time.Second, time.Hour} {
-				s := o.spread(d)
+				s := spread(d, r)
 				limit := min(time.Second, d/10)
 				if s < 0 || (limit > 0 && s >= limit) || (limit == 0 && s != 0) {
 					t.Errorf("spread(%v) with r=%v = %v, want in [0, %v)", d, r, s, limit)
@@ -312,9 +310,9 @@ func TestAttemptTimeout(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeRT{steps: []fakeStep{{block: true}, {block: true}, {status: 200, body: "ok"}}}
-		var events []RetryEvent
+		var events []AttemptInfo
 		tr := NewTransport(f, WithAttemptTimeout(time.Second), WithJitter(NoJitter), WithBackoff(100*time.Millisecond, time.Second),
-			WithOnRetry(func(e RetryEvent) { events = append(events, e) }))
+			WithOnRetry(func(_ context.Context, e AttemptInfo) { events = append(events, e) }))
 		start := time.Now()
 		resp, err := tr.RoundTrip(mustRequest(t, context.Background(), http.MethodPost, "http://x/", "b"))
 		if err != nil {
@@ -324,7 +322,7 @@ func TestAttemptTimeout(t *testing.T) {
 		if got := attemptOffsets(start, f.Calls()); !equalDurations(got, want) {
 			t.Errorf("attempts at %v, want %v", got, want)
 		}
-		if len(events) != 2 || events[0].Reason != ReasonAttemptTimeout || !errors.Is(events[0].Err, context.DeadlineExceeded) {
+		if len(events) != 2 || events[0].Reason != "attempt-timeout" || !errors.Is(events[0].Err, context.DeadlineExceeded) {
 			t.Errorf("events %+v", events)
 		}
 		if got := readAll(t, resp); got != "ok" {
@@ -497,18 +495,19 @@ func TestOnRetryAndLogger(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeRT{steps: []fakeStep{{status: 409}, {err: errConnReset()}, {status: 201}}}
-		var events []RetryEvent
+		var events []AttemptInfo
 		var logs bytes.Buffer
 		logger := slog.New(slog.NewTextHandler(&logs, nil))
 		tr := NewTransport(f, WithJitter(NoJitter), WithBackoff(10*time.Millisecond, time.Second), WithLogger(logger),
-			WithOnRetry(func(e RetryEvent) { events = append(events, e) }), WithKeyGenerator(func() string { return "K" }))
-		resp, err := tr.RoundTrip(mustRequest(t, context.Background(), http.MethodPost, "http://user:secret@x/pay", "b"))
+			WithOnRetry(func(_ context.Context, e AttemptInfo) { events = append(events, e) }))
+		tr.rand = func() float64 { return 0 } // a bare 409's poll waits pollInterval/2
+		resp, err := tr.RoundTrip(mustRequest(t, ContextWithKey(context.Background(), "K"), http.MethodPost, "http://user:secret@x/pay", "b"))
 		if err != nil || resp.StatusCode != 201 {
 			t.Fatal(resp, err)
 		}
-		want := []RetryEvent{
-			{Attempt: 1, Key: "K", Method: "POST", URL: "http://user:xxxxx@x/pay", StatusCode: 409, Delay: 10 * time.Millisecond, Reason: ReasonInProgress},
-			{Attempt: 2, Key: "K", Method: "POST", URL: "http://user:xxxxx@x/pay", Err: errConnReset(), Delay: 20 * time.Millisecond, Reason: ReasonTransportError},
+		want := []AttemptInfo{
+			{Number: 2, Key: "K", Status: 409, Wait: pollInterval / 2, Reason: "in-progress", Poll: true},
+			{Number: 3, Key: "K", Err: errConnReset(), Wait: 20 * time.Millisecond, Reason: "network"},
 		}
 		if len(events) != len(want) {
 			t.Fatalf("events %+v", events)

@@ -1,7 +1,9 @@
 package idem
 
 import (
+	"context"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"strings"
 )
@@ -94,15 +96,26 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !wellFormed(req) {
 		return t.transport().RoundTrip(req)
 	}
+	if crossOrigin(req) {
+		req = withoutKey(req)
+	}
 	cfg := t.policy()
 	key, header, generated, err := cfg.resolveKey(req)
 	if err != nil {
 		closeRequestBody(req)
-		return nil, &Error{Key: key, Cause: err}
+		e := &Error{Key: key, Cause: err}
+		if len(cfg.onDone) > 0 {
+			cfg.done(req, Report{Key: key, Err: e, Stop: stopInvalidKey})
+		}
+		return nil, e
 	}
 	o := newOperation(t, cfg, req, key, header)
 	o.newKey = generated
-	return o.settle(o.run())
+	resp, err := o.settle(o.run())
+	if len(cfg.onDone) > 0 {
+		cfg.done(req, o.report(resp, err))
+	}
+	return resp, err
 }
 
 // wellFormed reports whether req is an http or https request that idem can
@@ -160,3 +173,48 @@ func validFieldValue(v string) bool {
 	}
 	return true
 }
+
+// crossOrigin reports whether req is a hop of an http.Client redirect to an
+// origin (scheme, host and port) other than the first request's. Such a hop
+// must not carry the caller's Idempotency-Key, as net/http drops
+// Authorization: the key is a credential of the first origin's operation, and
+// another server could replay or collide with it.
+func crossOrigin(req *http.Request) bool {
+	if req.Response == nil || req.Response.Request == nil {
+		return false
+	}
+	first := req.Response.Request
+	for first.Response != nil && first.Response.Request != nil {
+		first = first.Response.Request
+	}
+	return first.URL == nil || !strings.EqualFold(first.URL.Scheme, req.URL.Scheme) ||
+		!strings.EqualFold(originHost(first.URL.Scheme, first.URL.Host), originHost(req.URL.Scheme, req.URL.Host))
+}
+
+// originHost returns host with the scheme's default port made explicit.
+func originHost(scheme, host string) string {
+	if _, _, err := net.SplitHostPort(host); err == nil {
+		return host
+	}
+	if strings.EqualFold(scheme, "https") {
+		return net.JoinHostPort(strings.Trim(host, "[]"), "443")
+	}
+	return net.JoinHostPort(strings.Trim(host, "[]"), "80")
+}
+
+// withoutKey returns a copy of req with no Idempotency-Key: none on its
+// header (under any spelling) and none from its context. A POST or PATCH then
+// gets a key of its own, generated for this hop, unless auto-keys are off.
+func withoutKey(req *http.Request) *http.Request {
+	r := req.WithContext(context.WithValue(req.Context(), keyCtxKey{}, noKey{}))
+	r.Header = make(http.Header, len(req.Header))
+	for k, vs := range req.Header {
+		if !strings.EqualFold(k, headerKeyName) {
+			r.Header[k] = vs
+		}
+	}
+	return r
+}
+
+// noKey in a context's key slot hides a key set further up.
+type noKey struct{}

@@ -85,11 +85,11 @@ func TestKeyPriority(t *testing.T) {
 			tr := NewTransport(f, WithKeyGenerator(gen), withQuoted(tt.quoted), WithAutoKeys(tt.autoKeys))
 			ctx := context.Background()
 			if tt.ctxKey != "" {
-				ctx = WithKey(ctx, tt.ctxKey)
+				ctx = ContextWithKey(ctx, tt.ctxKey)
 			}
 			req := mustRequest(t, ctx, tt.method, "http://x/", "")
 			if tt.header != nil {
-				req.Header[HeaderIdempotencyKey] = tt.header
+				req.Header[headerKeyName] = tt.header
 			}
 			resp, err := tr.RoundTrip(req)
 			if err != nil {
@@ -139,12 +139,12 @@ func TestInvalidKeyNothingSent(t *testing.T) {
 			tr := NewTransport(f, opts...)
 			ctx := context.Background()
 			if tt.ctxKey != nil {
-				ctx = WithKey(ctx, *tt.ctxKey)
+				ctx = ContextWithKey(ctx, *tt.ctxKey)
 			}
 			body := &closeCounter{Reader: strings.NewReader("body")}
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://x/", body)
 			if tt.header != nil {
-				req.Header[HeaderIdempotencyKey] = tt.header
+				req.Header[headerKeyName] = tt.header
 			}
 			resp, err := tr.RoundTrip(req)
 			if resp != nil {
@@ -354,7 +354,7 @@ func TestConcurrentOperations(t *testing.T) {
 	seen := map[string]int{}
 	rt := roundTripFunc(func(req *http.Request) (*http.Response, error) {
 		b, _ := io.ReadAll(req.Body)
-		key := req.Header.Get(HeaderIdempotencyKey)
+		key := req.Header.Get(headerKeyName)
 		mu.Lock()
 		seen[key]++
 		n := seen[key]
@@ -449,7 +449,7 @@ func TestInnerErrorMessages(t *testing.T) {
 // withQuoted is WithQuotedKeys when on, else an option that changes nothing.
 func withQuoted(on bool) Option {
 	if on {
-		return WithQuotedKeys()
+		return WithQuotedKeys(true)
 	}
 	return WithAutoKeys(true)
 }

@@ -11,14 +11,14 @@ import (
 	"github.com/idemkit/idem"
 )
 
-// retries records the RetryEvents of a client's operations.
+// retries records the retries of a client's operations.
 type retries struct {
 	mu     sync.Mutex
-	events []idem.RetryEvent
+	events []idem.AttemptInfo
 	hook   func() // run on each retry, before the wait (nil: none)
 }
 
-func (r *retries) onRetry(ev idem.RetryEvent) {
+func (r *retries) onRetry(_ context.Context, ev idem.AttemptInfo) {
 	r.mu.Lock()
 	r.events = append(r.events, ev)
 	hook := r.hook
@@ -28,10 +28,10 @@ func (r *retries) onRetry(ev idem.RetryEvent) {
 	}
 }
 
-func (r *retries) all() []idem.RetryEvent {
+func (r *retries) all() []idem.AttemptInfo {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]idem.RetryEvent(nil), r.events...)
+	return append([]idem.AttemptInfo(nil), r.events...)
 }
 
 // baseTransport is what the idem clients of these tests send through. Keep-alives
