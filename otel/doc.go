@@ -12,6 +12,15 @@
 //		idemotel.Server(idemotel.WithStoreName("postgres")))
 //	http.Handle("POST /payments", otelhttp.NewHandler(mw(create), "payments"))
 //
+// The client side is a Client, whose two halves go to the idem.Transport: the
+// RoundTripper it sends attempts through, and its option:
+//
+//	c := idemotel.NewClient()
+//	client := &http.Client{Transport: idem.NewTransport(c.Transport(nil), c.Option())}
+//
+// Each attempt is a span under the caller's, and every retry says so
+// (http.request.resend_count, idem.retry.reason); see Client for the metrics.
+//
 // Metric attributes are bounded: route, store, method, status, outcome,
 // reason. The Idempotency-Key and the scope never become metric attributes,
 // and the key appears on spans only with WithKeyAttribute.
