@@ -74,6 +74,42 @@ type Client struct {
 	polls     metric.Int64Counter
 	refusals  metric.Int64Counter
 	hostHolds metric.Float64Histogram
+
+	// The attribute sets of each instrument, built once per combination.
+	durationSets attrCache[clientKey]
+	attemptSets  attrCache[clientKey]
+	hostSets     attrCache[clientKey] // refusals, host holds, polls
+	retrySets    attrCache[clientKey]
+}
+
+// clientKey is a combination of the client's metric attributes; an
+// instrument's cache uses the fields it records.
+type clientKey struct {
+	host, method, outcome, reason string
+	status                        int
+}
+
+func hostMethodAttrs(k clientKey, extra int) []attribute.KeyValue {
+	host := hostAttrs(k.host)
+	return append(append(make([]attribute.KeyValue, 0, len(host)+1+extra), host...), attrMethod.String(k.method))
+}
+
+func durationAttrs(k clientKey) []attribute.KeyValue {
+	attrs := append(hostMethodAttrs(k, 2), attrOutcome.String(k.outcome))
+	if k.status != 0 {
+		attrs = append(attrs, attrStatus.Int(k.status))
+	}
+	return attrs
+}
+
+func attemptAttrs(k clientKey) []attribute.KeyValue {
+	return append(hostMethodAttrs(k, 1), attrOutcome.String(k.outcome))
+}
+
+func hostMethodOnly(k clientKey) []attribute.KeyValue { return hostMethodAttrs(k, 0) }
+
+func retryAttrs(k clientKey) []attribute.KeyValue {
+	return append(hostMethodAttrs(k, 1), attrReason.String(k.reason))
 }
 
 // NewClient returns a Client recording through the options' providers. It
@@ -109,20 +145,17 @@ func (c *Client) Option() idem.Option {
 }
 
 func (c *Client) done(ctx context.Context, r idem.Report) {
-	host := hostAttrs(r.Host)
-	attrs := append(host[:len(host):len(host)], attrMethod.String(method(r.Method)), attrOutcome.String(r.Stop))
-	if r.Status != 0 {
-		attrs = append(attrs, attrStatus.Int(r.Status))
-	}
-	set := metric.WithAttributes(attrs...)
-	c.duration.Record(ctx, r.Elapsed.Seconds(), set)
-	c.attempts.Record(ctx, int64(r.Attempts), metric.WithAttributes(attrs[:len(host)+2]...))
-	base := metric.WithAttributes(append(host[:len(host):len(host)], attrMethod.String(method(r.Method)))...)
-	if r.BudgetRefused {
-		c.refusals.Add(ctx, 1, base)
-	}
-	if r.HostHold > 0 {
-		c.hostHolds.Record(ctx, r.HostHold.Seconds(), base)
+	k := clientKey{host: r.Host, method: method(r.Method), outcome: r.Stop, status: r.Status}
+	c.duration.Record(ctx, r.Elapsed.Seconds(), c.durationSets.get(k, durationAttrs))
+	c.attempts.Record(ctx, int64(r.Attempts), c.attemptSets.get(clientKey{host: k.host, method: k.method, outcome: k.outcome}, attemptAttrs))
+	if r.BudgetRefused || r.HostHold > 0 {
+		hm := c.hostSets.get(clientKey{host: k.host, method: k.method}, hostMethodOnly)
+		if r.BudgetRefused {
+			c.refusals.Add(ctx, 1, hm)
+		}
+		if r.HostHold > 0 {
+			c.hostHolds.Record(ctx, r.HostHold.Seconds(), hm)
+		}
 	}
 }
 
@@ -147,19 +180,18 @@ func (t *attemptTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	ctx := req.Context()
 	info, _ := idem.AttemptFromContext(ctx)
 	m := method(req.Method)
-	host := hostAttrs(req.URL.Host)
-
 	if info.Number > 1 {
-		set := metric.WithAttributes(append(host[:len(host):len(host)], attrMethod.String(m), attrReason.String(info.Reason))...)
-		c.retries.Add(ctx, 1, set)
+		c.retries.Add(ctx, 1, c.retrySets.get(clientKey{host: req.URL.Host, method: m, reason: info.Reason}, retryAttrs))
 		if info.Poll {
-			c.polls.Add(ctx, 1, metric.WithAttributes(append(host[:len(host):len(host)], attrMethod.String(m))...))
+			c.polls.Add(ctx, 1, c.hostSets.get(clientKey{host: req.URL.Host, method: m}, hostMethodOnly))
 		}
 	}
 
 	ctx, span := c.tracer.Start(ctx, m, trace.WithSpanKind(trace.SpanKindClient))
+	defer span.End()
+	out := req
 	if span.IsRecording() {
-		attrs := append(host[:len(host):len(host)], attrMethod.String(m))
+		attrs := append(hostAttrs(req.URL.Host), attrMethod.String(m))
 		if info.Number > 0 {
 			attrs = append(attrs, attrAttempt.Int(info.Number))
 		}
@@ -171,11 +203,12 @@ func (t *attemptTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 			attrs = append(attrs, attrKey.String(info.Key))
 		}
 		span.SetAttributes(attrs...)
+		out = req.WithContext(ctx)
 	}
-	defer span.End()
-
-	out := req.WithContext(ctx)
 	if prop := otel.GetTextMapPropagator(); len(prop.Fields()) > 0 {
+		if out == req {
+			out = req.WithContext(ctx)
+		}
 		out.Header = req.Header.Clone() // never modify the caller's request
 		if out.Header == nil {
 			out.Header = http.Header{}

@@ -114,31 +114,66 @@ type serverHook struct {
 	storeErrors metric.Int64Counter
 	wait        metric.Float64Histogram
 	handler     metric.Float64Histogram
+
+	// The attribute sets of each instrument, built once per combination.
+	requestSets attrCache[serverKey]
+	errorSets   attrCache[serverKey]
+	waitSets    attrCache[serverKey]
+	handlerSets attrCache[serverKey]
+}
+
+// serverKey is a combination of the server's metric attributes; an
+// instrument's cache uses the fields it records.
+type serverKey struct {
+	method, route, outcome, problem, detail string // detail: the store error or the wait's end
+	status                                  int
+}
+
+// base is the attributes every server metric has: method, route and store.
+func (s *serverHook) base(k serverKey, extra int) []attribute.KeyValue {
+	attrs := make([]attribute.KeyValue, 0, 3+extra)
+	attrs = append(attrs, attrMethod.String(k.method))
+	if k.route != "" {
+		attrs = append(attrs, attrRoute.String(k.route))
+	}
+	if s.cfg.store != "" {
+		attrs = append(attrs, attrStore.String(s.cfg.store))
+	}
+	return attrs
+}
+
+func (s *serverHook) requestAttrs(k serverKey) []attribute.KeyValue {
+	attrs := append(s.base(k, 3), attrOutcome.String(k.outcome), attrStatus.Int(k.status))
+	if k.problem != "" {
+		attrs = append(attrs, attrProblem.String(k.problem))
+	}
+	return attrs
+}
+
+func (s *serverHook) errorAttrs(k serverKey) []attribute.KeyValue {
+	return append(s.base(k, 1), attrStoreError.String(k.detail))
+}
+
+func (s *serverHook) waitAttrs(k serverKey) []attribute.KeyValue {
+	return append(s.base(k, 1), attrWaitEnd.String(k.detail))
+}
+
+func (s *serverHook) handlerAttrs(k serverKey) []attribute.KeyValue {
+	return append(s.base(k, 1), attrStatus.Int(k.status))
 }
 
 func (s *serverHook) record(ev server.OutcomeEvent) {
 	r := ev.Request
 	ctx := context.Background()
-	base := make([]attribute.KeyValue, 0, 6)
+	var k serverKey
 	if r != nil {
 		ctx = r.Context()
-		base = append(base, attrMethod.String(method(r.Method)))
-		if route := s.cfg.route(r); route != "" {
-			base = append(base, attrRoute.String(route))
-		}
-	}
-	if s.cfg.store != "" {
-		base = append(base, attrStore.String(s.cfg.store))
+		k.method, k.route = method(r.Method), s.cfg.route(r)
 	}
 	outcome := serverOutcome(ev)
-	status := attrStatus.Int(ev.Status)
 	problem := strings.TrimPrefix(ev.Problem, server.ProblemBase)
-
-	attrs := append(base[:len(base):len(base)], attrOutcome.String(outcome), status)
-	if problem != "" {
-		attrs = append(attrs, attrProblem.String(problem))
-	}
-	s.requests.Add(ctx, 1, metric.WithAttributes(attrs...))
+	s.requests.Add(ctx, 1, s.requestSets.get(serverKey{method: k.method, route: k.route, outcome: outcome,
+		problem: problem, status: ev.Status}, s.requestAttrs))
 
 	storeErr := ""
 	if ev.Err != nil && (ev.Problem == server.ProblemStoreUnavailable || ev.Problem == server.ProblemOutcomeUnknown) {
@@ -146,21 +181,26 @@ func (s *serverHook) record(ev server.OutcomeEvent) {
 		if ev.Problem == server.ProblemOutcomeUnknown {
 			storeErr = StoreErrorNotRecorded
 		}
-		s.storeErrors.Add(ctx, 1, metric.WithAttributes(append(base[:len(base):len(base)], attrStoreError.String(storeErr))...))
+		s.storeErrors.Add(ctx, 1, s.errorSets.get(serverKey{method: k.method, route: k.route, detail: storeErr}, s.errorAttrs))
 	}
 	end := waitEnd(ctx, ev)
 	if end != "" {
-		s.wait.Record(ctx, ev.StoreDuration.Seconds(), metric.WithAttributes(append(base[:len(base):len(base)], attrWaitEnd.String(end))...))
+		s.wait.Record(ctx, ev.StoreDuration.Seconds(), s.waitSets.get(serverKey{method: k.method, route: k.route, detail: end}, s.waitAttrs))
 	}
 	if ev.HandlerDuration > 0 {
-		s.handler.Record(ctx, ev.HandlerDuration.Seconds(), metric.WithAttributes(append(base[:len(base):len(base)], status)...))
+		s.handler.Record(ctx, ev.HandlerDuration.Seconds(),
+			s.handlerSets.get(serverKey{method: k.method, route: k.route, status: ev.Status}, s.handlerAttrs))
 	}
 
 	span := trace.SpanFromContext(ctx)
 	if !span.IsRecording() {
 		return
 	}
+	status := attrStatus.Int(ev.Status)
 	span.SetAttributes(attrOutcome.String(outcome))
+	if k.route != "" {
+		span.SetAttributes(attrRoute.String(k.route))
+	}
 	evAttrs := []attribute.KeyValue{attrOutcome.String(outcome), status, attrStored.Bool(ev.Stored),
 		attrStoreTime.Float64(ev.StoreDuration.Seconds())}
 	if problem != "" {
