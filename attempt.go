@@ -5,8 +5,9 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/idemkit/idem/internal/httpfield"
 )
 
 // drainLimit is how much of a discarded response body is read so that its
@@ -32,17 +33,17 @@ type attemptResult struct {
 // is kept as it is. The values are the caller's own slices, capped so that an
 // append cannot write into them.
 //
-// key is the header value to add ("" to send the caller's), and prefer says
+// keyValue is the header value to add ("" to send the caller's), and prefer says
 // whether to send Prefer: wait (every attempt but the first under a generated
 // key).
-func keyedHeader(src http.Header, key string, prefer bool, limit time.Duration) http.Header {
+func keyedHeader(src http.Header, keyValue string, prefer bool, limit time.Duration) http.Header {
 	h := make(http.Header, len(src)+2)
 	for k, vs := range src {
 		h[k] = vs[:len(vs):len(vs)]
 	}
 	vals := make([]string, 0, 2) // backs the key's and Prefer's new values
-	if key != "" {
-		vals = append(vals, key)
+	if keyValue != "" {
+		vals = append(vals, keyValue)
 		h[headerKeyName] = vals[0:1:1]
 	}
 	if prefer && !prefersWait(src) {
@@ -69,16 +70,11 @@ func preferWait(limit time.Duration) time.Duration {
 	return d.Truncate(time.Second)
 }
 
-// prefersWait reports whether h already holds a Prefer wait preference.
+// prefersWait reports whether h already holds a Prefer wait preference
+// (valid or not: the caller's own is sent as it is).
 func prefersWait(h http.Header) bool {
-	for _, v := range h["Prefer"] {
-		for _, p := range strings.Split(v, ",") {
-			if name, _, _ := strings.Cut(strings.TrimSpace(p), "="); strings.EqualFold(strings.TrimSpace(name), "wait") {
-				return true
-			}
-		}
-	}
-	return false
+	_, found, _ := httpfield.PreferWait(h["Prefer"], time.Hour)
+	return found
 }
 
 // boundedAttempt is what bounding an attempt's wait for its headers needs:
@@ -114,7 +110,7 @@ type attemptTimeoutError struct {
 
 func (e *attemptTimeoutError) Error() string {
 	if e.capped {
-		return "idem: attempt cut after " + e.after.String() + " by the operation's WithMaxElapsed cap"
+		return "idem: attempt cut after " + e.after.String() + " by the WithMaxElapsed cap"
 	}
 	return "idem: attempt timed out after " + e.after.String()
 }
@@ -138,17 +134,9 @@ func discard(resp *http.Response, until time.Time) {
 			_ = resp.Body.Close()
 			return
 		}
-		stop := time.AfterFunc(d, func() { _ = resp.Body.Close() })
-		defer stop.Stop()
+		cut := time.AfterFunc(d, func() { _ = resp.Body.Close() })
+		defer cut.Stop()
 	}
 	_, _ = io.CopyN(io.Discard, resp.Body, drainLimit)
 	_ = resp.Body.Close()
-}
-
-// closeRequestBody closes req's body, as a RoundTripper must even when it
-// sends nothing.
-func closeRequestBody(req *http.Request) {
-	if req.Body != nil {
-		_ = req.Body.Close()
-	}
 }

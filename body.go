@@ -141,3 +141,11 @@ type prefixedBody struct {
 	io.Reader
 	io.Closer
 }
+
+// closeRequestBody closes req's body, as a RoundTripper must even when it
+// sends nothing.
+func closeRequestBody(req *http.Request) {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+}

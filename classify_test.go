@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"testing/synctest"
 
 	"github.com/jarcoal/httpmock"
 )
@@ -71,36 +72,43 @@ func TestRetryTableStatus(t *testing.T) {
 			}
 			t.Run(fmt.Sprintf("%s/%d", m.name, status), func(t *testing.T) {
 				t.Parallel()
-				mock := httpmock.NewMockTransport()
-				var keys []string
-				mock.RegisterResponder(m.method, mockURL, func(req *http.Request) (*http.Response, error) {
-					keys = append(keys, req.Header.Get(headerKeyName))
-					return httpmock.NewStringResponse(status, "x"), nil
-				})
-				opts := append([]Option{WithMaxAttempts(maxAttempts), noWait()}, m.opts...)
-				tr := NewTransport(mock, opts...)
-				ctx := context.Background()
-				if m.ctxKey {
-					ctx = ContextWithKey(ctx, "key-from-context")
-				}
-				resp, err := tr.RoundTrip(mustRequest(t, ctx, m.method, mockURL, "payload"))
-				if err != nil {
-					t.Fatalf("RoundTrip: %v", err)
-				}
-				if resp.StatusCode != status {
-					t.Errorf("status %d, want %d", resp.StatusCode, status)
-				}
-				_ = resp.Body.Close()
-				if got := mock.GetTotalCallCount(); got != want {
-					t.Errorf("%d attempts, want %d", got, want)
-				}
-				for _, k := range keys {
-					if (k != "") != m.keyed || k != keys[0] {
-						t.Errorf("keys sent %q: want one key on every attempt=%v", keys, m.keyed)
-						break
-					}
-				}
+				// A bubble: the polls after a bare 409 wait up to 1s each.
+				synctest.Test(t, func(t *testing.T) { retryTableCase(t, m, status, want) })
 			})
+		}
+	}
+}
+
+// retryTableCase sends one request of the table and checks its attempts.
+func retryTableCase(t *testing.T, m retryMethod, status, want int) {
+	const maxAttempts = 3
+	mock := httpmock.NewMockTransport()
+	var keys []string
+	mock.RegisterResponder(m.method, mockURL, func(req *http.Request) (*http.Response, error) {
+		keys = append(keys, req.Header.Get(headerKeyName))
+		return httpmock.NewStringResponse(status, "x"), nil
+	})
+	opts := append([]Option{WithMaxAttempts(maxAttempts), noWait()}, m.opts...)
+	tr := NewTransport(mock, opts...)
+	ctx := context.Background()
+	if m.ctxKey {
+		ctx = ContextWithKey(ctx, "key-from-context")
+	}
+	resp, err := tr.RoundTrip(mustRequest(t, ctx, m.method, mockURL, "payload"))
+	if err != nil {
+		t.Fatalf("RoundTrip: %v", err)
+	}
+	if resp.StatusCode != status {
+		t.Errorf("status %d, want %d", resp.StatusCode, status)
+	}
+	_ = resp.Body.Close()
+	if got := mock.GetTotalCallCount(); got != want {
+		t.Errorf("%d attempts, want %d", got, want)
+	}
+	for _, k := range keys {
+		if (k != "") != m.keyed || k != keys[0] {
+			t.Errorf("keys sent %q: want one key on every attempt=%v", keys, m.keyed)
+			break
 		}
 	}
 }

@@ -2,7 +2,6 @@ package idem
 
 import (
 	"context"
-	"net/http"
 	"time"
 )
 
@@ -114,11 +113,11 @@ type Report struct {
 	//	"deadline"       the next wait or attempt would pass the WithMaxElapsed
 	//	                 cap or the context's deadline, or one of them passed
 	//	"canceled"       the caller's context was cancelled
-	//	"budget"         the retry budget refused a retry
+	//	"budget"         the retry budget (or the default retry quota) refused a retry
 	//	"host-hold"      the host is held back past the deadline
 	//	"invalid-key"    the key is not valid; nothing was sent
 	Stop string
-	// BudgetRefused reports whether the retry budget refused a retry.
+	// BudgetRefused reports whether the retry budget or quota refused a retry.
 	BudgetRefused bool
 	// HostHold is the total time the operation waited for a host hold.
 	HostHold time.Duration
@@ -136,53 +135,3 @@ const (
 	stopHostHold     = "host-hold"
 	stopInvalidKey   = "invalid-key"
 )
-
-// WithOnDone adds a function called once per operation, when RoundTrip is
-// about to return, with the request's context and the operation's Report. It
-// runs on the goroutine of RoundTrip and must not block for long. Several
-// WithOnDone functions all run, in the order given. It panics if fn is nil.
-func WithOnDone(fn func(ctx context.Context, r Report)) Option {
-	if fn == nil {
-		optionPanic("WithOnDone", "fn must not be nil")
-	}
-	return func(c *config) {
-		c.onDone = append(c.onDone[:len(c.onDone):len(c.onDone)], fn)
-	}
-}
-
-// report returns the Report of operation o, which returned resp and err.
-func (o *operation) report(resp *http.Response, err error) Report {
-	r := Report{
-		Key:           o.key,
-		Attempts:      o.attempts,
-		Polls:         o.polls,
-		Err:           err,
-		Elapsed:       time.Since(o.start),
-		Stop:          o.stop,
-		BudgetRefused: o.budgetRefused,
-		HostHold:      o.hostHold,
-	}
-	if resp != nil {
-		r.Status = resp.StatusCode
-		if resp != o.last.resp || r.Stop == stopNotRetryable || r.Stop == "" {
-			// A late answer, or a status that is not retried.
-			r.Stop = stopFinalStatus
-			if r.Status < 400 {
-				r.Stop = stopSuccess
-			}
-		}
-	}
-	return r
-}
-
-// done calls the WithOnDone functions with r, completed from req.
-func (c *config) done(req *http.Request, r Report) {
-	r.Method = req.Method
-	if r.Method == "" {
-		r.Method = http.MethodGet
-	}
-	r.Host = req.URL.Host
-	for _, fn := range c.onDone {
-		fn(req.Context(), r)
-	}
-}

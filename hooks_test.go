@@ -1,9 +1,12 @@
 package idem
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -69,7 +72,7 @@ func TestOnDoneReport(t *testing.T) {
 			Report{Method: "GET", Host: "x", Key: "K", Attempts: 1, Status: 404, Stop: "final-status"}},
 		{"attempts used", []fakeStep{{status: 503}}, []Option{WithMaxAttempts(3)}, http.MethodGet,
 			Report{Method: "GET", Host: "x", Key: "K", Attempts: 3, Status: 503, Stop: "exhausted"}},
-		{"budget", []fakeStep{{status: 503}}, []Option{WithRetryBudget(NewBudget(WithBudgetRatio(0), WithBudgetMinPerSecond(0)))}, http.MethodGet,
+		{"budget", []fakeStep{{status: 503}}, []Option{WithRetryBudget(newBudget(budgetRatio(0), budgetMinPerSecond(0)))}, http.MethodGet,
 			Report{Method: "GET", Host: "x", Key: "K", Attempts: 1, Status: 503, Stop: "budget", BudgetRefused: true}},
 		{"not retryable", []fakeStep{{err: errConnReset()}}, []Option{WithAutoKeys(false)}, http.MethodPost,
 			Report{Method: "POST", Host: "x", Attempts: 1, Stop: "not-retryable"}},
@@ -118,4 +121,98 @@ func TestOnDoneReport(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestReportStops pins the Report.Stop of the ends TestOnDoneReport does not
+// drive: a deadline, a cancel, a host hold, an invalid key, a late answer.
+func TestReportStops(t *testing.T) {
+	t.Parallel()
+	run := func(t *testing.T, tr *Transport, ctx context.Context, method string) Report {
+		t.Helper()
+		var got []Report
+		tr.cfg.onDone = append(tr.cfg.onDone, func(_ context.Context, r Report) { got = append(got, r) })
+		resp, err := tr.RoundTrip(mustRequest(t, ctx, method, "http://x/", "{}"))
+		if resp != nil {
+			_ = resp.Body.Close()
+		}
+		if len(got) != 1 {
+			t.Fatalf("%d reports, want 1 (err %v)", len(got), err)
+		}
+		return got[0]
+	}
+	t.Run("deadline", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			tr := NewTransport(&fakeRT{steps: []fakeStep{{err: errConnReset()}}}, WithMaxElapsed(time.Second), WithBackoff(time.Second, time.Second), WithJitter(NoJitter))
+			if r := run(t, tr, context.Background(), http.MethodGet); r.Stop != "deadline" || !errors.As(r.Err, new(*Error)) || !r.Err.(*Error).Timeout() {
+				t.Errorf("Stop %q, Err %v; want \"deadline\" and an *Error that is a time-out", r.Stop, r.Err)
+			}
+		})
+	})
+	t.Run("canceled", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(100*time.Millisecond, cancel)
+			tr := NewTransport(&fakeRT{steps: []fakeStep{{block: true}}})
+			if r := run(t, tr, ctx, http.MethodGet); r.Stop != "canceled" || !errors.Is(r.Err, context.Canceled) {
+				t.Errorf("Stop %q, Err %v; want \"canceled\"", r.Stop, r.Err)
+			}
+		})
+	})
+	t.Run("host-hold", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			b := NewBudget(0.1, 10)
+			b.holdHost("x", time.Now().Add(time.Minute))
+			tr := NewTransport(&fakeRT{steps: statusSteps(200)}, WithRetryBudget(b))
+			if r := run(t, tr, context.Background(), http.MethodGet); r.Stop != "host-hold" || r.Attempts != 0 || !errors.Is(r.Err, ErrBudgetExhausted) {
+				t.Errorf("Stop %q after %d attempts, Err %v; want \"host-hold\", none, ErrBudgetExhausted", r.Stop, r.Attempts, r.Err)
+			}
+		})
+	})
+	t.Run("invalid-key", func(t *testing.T) {
+		tr := NewTransport(&fakeRT{steps: statusSteps(200)})
+		if r := run(t, tr, ContextWithKey(context.Background(), "bad key"), http.MethodPost); r.Stop != "invalid-key" || !errors.Is(r.Err, ErrInvalidKey) {
+			t.Errorf("Stop %q, Err %v; want \"invalid-key\"", r.Stop, r.Err)
+		}
+	})
+	t.Run("late answer", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			f := &fakeRT{steps: []fakeStep{{delay: 1500 * time.Millisecond, status: 201}, {block: true}}}
+			tr := NewTransport(f, noWait(), WithAttemptTimeout(time.Second))
+			if r := run(t, tr, context.Background(), http.MethodPost); r.Stop != "success" || r.Status != 201 || r.Attempts != 2 {
+				t.Errorf("Report %+v; want the late 201 as a success after 2 attempts", r)
+			}
+		})
+	})
+}
+
+// TestLoggerLines pins the log lines of a budget refusal, a host hold, and
+// giving up on a final response that could have been retried.
+func TestLoggerLines(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var logs bytes.Buffer
+		logger := slog.New(slog.NewTextHandler(&logs, nil))
+		b := newBudget(budgetRatio(0), budgetMinPerSecond(0))
+		tr := NewTransport(&fakeRT{steps: []fakeStep{{status: 503, header: http.Header{"Retry-After": {"1"}}}, {status: 200}}},
+			WithRetryBudget(b), WithLogger(logger), noWait())
+		resp, err := tr.RoundTrip(mustRequest(t, context.Background(), http.MethodGet, "http://x/", ""))
+		if err != nil || resp.StatusCode != 503 {
+			t.Fatalf("%v, %v; want the 503 back (the budget refuses the retry)", resp, err)
+		}
+		_ = resp.Body.Close()
+		resp, err = tr.RoundTrip(mustRequest(t, context.Background(), http.MethodGet, "http://x/", ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		for _, want := range []string{
+			`level=WARN msg="idem: retry refused by the budget"`,
+			`level=WARN msg="idem: giving up" method=GET url=http://x/ key="" attempts=1 status=503 stop=budget`,
+			`level=INFO msg="idem: waiting for a host hold"`,
+		} {
+			if !strings.Contains(logs.String(), want) {
+				t.Errorf("no line with %s in:\n%s", want, logs.String())
+			}
+		}
+	})
 }

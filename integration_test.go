@@ -276,7 +276,7 @@ func TestTLSCertificateErrorNotRetried(t *testing.T) {
 func TestMalformedRequestsGetNetHTTPErrors(t *testing.T) {
 	t.Parallel()
 	base := newHTTPTransport(t)
-	tr := NewTransport(base, noWait(), WithRetryBudget(NewBudget()))
+	tr := NewTransport(base, noWait(), WithRetryBudget(newBudget()))
 	for _, tc := range []struct {
 		name string
 		req  func() *http.Request
@@ -376,9 +376,9 @@ func TestNewClientEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	sent := readAll(t, resp)
-	key := KeyFromRequest(resp.Request)
+	key := keyOf(resp)
 	if sent != `"`+key+`"` || !Replayed(resp) {
-		t.Errorf("server saw %s, KeyFromRequest %s, replayed %v", sent, key, Replayed(resp))
+		t.Errorf("server saw %s, AttemptInfo.Key %s, replayed %v", sent, key, Replayed(resp))
 	}
 }
 

@@ -67,26 +67,6 @@ func DeriveKey(parentKey, step string) string {
 	return uuid.NewSHA1(deriveNamespace, name).String()
 }
 
-// KeyFromRequest returns the key that r carries, decoded: the Idempotency-Key
-// header (a Structured Field string is unquoted), else the key in r's context,
-// else "". After RoundTrip, resp.Request is the request actually sent, so
-// KeyFromRequest(resp.Request) is the key the operation used.
-func KeyFromRequest(r *http.Request) string {
-	if r == nil {
-		return ""
-	}
-	if v, n := headerKey(r.Header); n > 0 {
-		if k, err := parseKey(v); err == nil {
-			return k
-		}
-		return v
-	}
-	if k, ok := keyFromContext(r.Context()); ok {
-		return k
-	}
-	return ""
-}
-
 // Replayed reports whether resp is a replay of a stored response: the server saw
 // the key before and sent the first execution's answer again
 // (Idempotent-Replayed: true).

@@ -1,7 +1,6 @@
 package idem
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -39,7 +38,6 @@ func TestDeriveKeyVectors(t *testing.T) {
 	}
 }
 
-
 // TestParseKey: the client reads a caller's header with the shared grammar
 // (its table is internal/keyformat's); an error matches ErrInvalidKey.
 func TestParseKey(t *testing.T) {
@@ -67,25 +65,6 @@ func TestParseKey(t *testing.T) {
 		if err != nil && !errors.Is(err, ErrInvalidKey) {
 			t.Errorf("parseKey(%q) error %v does not match ErrInvalidKey", tt.header, err)
 		}
-	}
-}
-
-func TestKeyFromRequest(t *testing.T) {
-	t.Parallel()
-	req := mustRequest(t, context.Background(), http.MethodPost, "http://x/", "")
-	if got := KeyFromRequest(req); got != "" {
-		t.Errorf("no key: got %q", got)
-	}
-	if got := KeyFromRequest(nil); got != "" {
-		t.Errorf("nil request: got %q", got)
-	}
-	ctxReq := req.WithContext(ContextWithKey(context.Background(), "from-ctx"))
-	if got := KeyFromRequest(ctxReq); got != "from-ctx" {
-		t.Errorf("context key: got %q", got)
-	}
-	ctxReq.Header.Set(headerKeyName, `"from-header"`)
-	if got := KeyFromRequest(ctxReq); got != "from-header" {
-		t.Errorf("sf-string header wins over the context: got %q", got)
 	}
 }
 

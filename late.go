@@ -34,7 +34,7 @@ var errAnswered = errors.New("idem: a late attempt answered")
 
 // errOperationEnded cancels the attempts still going on when their operation
 // ends.
-var errOperationEnded = errors.New("idem: the operation ended")
+var errOperationEnded = errors.New("idem: RoundTrip returned without this attempt's answer")
 
 // lateDrain bounds the time spent draining a late answer that is not used.
 const lateDrain = time.Second
@@ -48,7 +48,11 @@ type lateAttempts struct {
 	// be retried.
 	final func(*http.Response) bool
 
+	// settled gets a signal (never blocking) each time a late attempt ends.
+	settled chan struct{}
+
 	mu      sync.Mutex
+	pending int               // late attempts still waiting for their answer
 	running []*boundedAttempt // the late attempts, to cancel when the operation ends
 	winner  *boundedAttempt   // the attempt whose answer is kept: never cancelled here
 	answer  *http.Response
@@ -56,24 +60,26 @@ type lateAttempts struct {
 }
 
 func newLateAttempts(final func(*http.Response) bool) *lateAttempts {
-	return &lateAttempts{won: make(chan struct{}), final: final}
+	return &lateAttempts{won: make(chan struct{}), settled: make(chan struct{}, 1), final: final}
 }
 
 // goOn lets an attempt go on after the operation stopped waiting for it: its
 // result, when it comes, is offered as the operation's answer if it is final,
 // and let go otherwise.
-func (l *lateAttempts) goOn(done <-chan roundTrip, b *boundedAttempt) {
+func (l *lateAttempts) goOn(results <-chan roundTrip, b *boundedAttempt) {
 	l.mu.Lock()
 	ended := l.ended
 	if !ended {
 		l.running = append(l.running, b)
 	}
+	l.pending++
 	l.mu.Unlock()
 	if ended {
 		b.cancel(errOperationEnded)
 	}
 	go func() {
-		rt := <-done
+		rt := <-results
+		defer l.arrived()
 		if rt.err != nil {
 			b.cancel(nil)
 			return
@@ -91,6 +97,40 @@ func (l *lateAttempts) goOn(done <-chan roundTrip, b *boundedAttempt) {
 	}()
 }
 
+// arrived counts a late attempt that has its answer.
+func (l *lateAttempts) arrived() {
+	l.mu.Lock()
+	l.pending--
+	l.mu.Unlock()
+	select {
+	case l.settled <- struct{}{}:
+	default:
+	}
+}
+
+// waitAnswer waits until a late attempt brings a final answer (true), or
+// every late attempt has ended without one, or quit is closed (false).
+func (l *lateAttempts) waitAnswer(quit <-chan struct{}) bool {
+	for {
+		l.mu.Lock()
+		taken, pending := l.answer != nil, l.pending
+		l.mu.Unlock()
+		switch {
+		case taken:
+			return true
+		case pending == 0:
+			return false
+		}
+		select {
+		case <-l.won:
+			return true
+		case <-l.settled:
+		case <-quit:
+			return false
+		}
+	}
+}
+
 // offer makes resp, from attempt b, the operation's answer unless one was
 // already taken or the operation has ended. It reports whether resp was
 // taken.
@@ -105,16 +145,16 @@ func (l *lateAttempts) offer(resp *http.Response, b *boundedAttempt) bool {
 	return true
 }
 
-// result returns the late answer once won is closed.
-func (l *lateAttempts) result() *http.Response {
+// taken returns the late answer once won is closed.
+func (l *lateAttempts) taken() *http.Response {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.answer
 }
 
-// end is called once, when the operation ends: it cancels every late attempt
+// close is called once, when the operation ends: it cancels every late attempt
 // but the one whose answer was taken, and returns that answer (nil if none).
-func (l *lateAttempts) end() *http.Response {
+func (l *lateAttempts) close() *http.Response {
 	l.mu.Lock()
 	l.ended = true
 	running, winner, answer := l.running, l.winner, l.answer

@@ -5,17 +5,19 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"time"
+
+	"github.com/idemkit/idem/internal/jitter"
 )
 
 // operation is the state of one logical operation: one call of RoundTrip.
 type operation struct {
-	t   *Transport
-	cfg *config
-	req *http.Request // the caller's, never modified
-	ctx context.Context
+	next http.RoundTripper // sends the attempts
+	rnd  func() float64    // uniform in [0, 1)
+	cfg  *config
+	req  *http.Request // the caller's, never modified
+	ctx  context.Context
 
 	key    string // "" when unkeyed
 	header string // Idempotency-Key value to add, "" to send req's headers
@@ -23,9 +25,9 @@ type operation struct {
 	body   replayBody
 
 	start    time.Time
-	capAt    time.Time     // start + WithMaxElapsed
-	deadline time.Time     // the earlier of capAt and the context's deadline
-	bo       jitterBackOff // the backoff, set up by the first decision (boSet)
+	capAt    time.Time      // start + WithMaxElapsed
+	deadline time.Time      // the earlier of capAt and the context's deadline
+	bo       jitter.Backoff // the backoff, set up by the first decision (boSet)
 	boSet    bool
 	late     *lateAttempts // keyed attempts going on past WithAttemptTimeout; nil when none may
 
@@ -41,11 +43,17 @@ type operation struct {
 	waited        time.Duration // the wait before the next attempt
 	stop          string        // why the operation ended (Report.Stop)
 	budgetRefused bool
+	quota         *retryQuota   // the Transport's default retry quota, nil when it has a Budget
+	quotaPaid     int           // units of the quota the operation's retries took
+	lastCost      int           // units the latest retry took
 	hostHold      time.Duration // waited for host holds
 }
 
-func newOperation(t *Transport, cfg *config, req *http.Request, key, header string) operation {
-	o := operation{t: t, cfg: cfg, req: req, ctx: req.Context(), key: key, header: header}
+// newOperation returns the operation of req under cfg, with its key (the
+// header value to add, "" to send req's own) and newKey when the key was
+// generated for it. Its attempts go through next; rnd draws the jitter.
+func newOperation(next http.RoundTripper, rnd func() float64, quota *retryQuota, cfg *config, req *http.Request, key, header string, newKey bool) operation {
+	o := operation{next: next, rnd: rnd, quota: quota, cfg: cfg, req: req, ctx: req.Context(), key: key, header: header, newKey: newKey}
 	o.start = time.Now()
 	o.capAt = o.start.Add(cfg.maxElapsed)
 	o.deadline = o.capAt
@@ -108,14 +116,18 @@ func (o *operation) run() (*http.Response, error) {
 			o.polls++
 		}
 
-		// The shared budget refuses the retry.
-		if !cfg.budget.tryRetry(now) {
+		// The shared budget, or the default retry quota, refuses the retry.
+		if !o.payRetry(now, res.timedOut) {
 			o.budgetRefused = true
+			if l := cfg.logger; l != nil {
+				l.LogAttrs(o.ctx, slog.LevelWarn, "idem: retry refused by the budget",
+					append(o.logAttrs(), slog.Int("attempts", o.attempts))...)
+			}
 			return o.end(decision{stop: stopBudget, cause: ErrBudgetExhausted})
 		}
 		// GetBody fails: the body cannot be sent again after all.
 		if nextBody, err = o.body.next(o.req); err != nil {
-			cfg.budget.refund(now)
+			o.refundRetry(now)
 			return o.end(decision{stop: stopNotRetryable, cause: &wrapError{sentinel: ErrBodyNotReplayable, err: err}})
 		}
 
@@ -123,10 +135,16 @@ func (o *operation) run() (*http.Response, error) {
 		// discarded body may take at most half the time that would be left
 		// after the wait, so the next attempt still has time.
 		o.notify(d)
-		o.hostHold += d.holdPart
+		if d.holdPart > 0 {
+			o.hostHold += d.holdPart
+			if l := cfg.logger; l != nil {
+				l.LogAttrs(o.ctx, slog.LevelInfo, "idem: waiting for a host hold",
+					append(o.logAttrs(), slog.Duration("hold", d.wait))...)
+			}
+		}
 		discard(res.resp, now.Add(o.deadline.Sub(now.Add(d.wait))/2))
 		if err := o.sleep(d.wait); err != nil {
-			cfg.budget.refund(now)
+			o.refundRetry(now)
 			closeBody(nextBody)
 			if err == errAnswered {
 				return o.end(decision{late: true}) // an earlier attempt answered (see late.go)
@@ -136,12 +154,76 @@ func (o *operation) run() (*http.Response, error) {
 		}
 		// Another operation may have put a hold on the host meanwhile.
 		if hd, ok := o.waitForHost(); !ok {
-			cfg.budget.refund(now)
+			o.refundRetry(now)
 			closeBody(nextBody)
 			o.last.resp = nil
 			return o.end(hd)
 		}
 	}
+}
+
+// report returns the Report of operation o, which returned resp and err.
+func (o *operation) report(resp *http.Response, err error) Report {
+	r := Report{
+		Key:           o.key,
+		Attempts:      o.attempts,
+		Polls:         o.polls,
+		Err:           err,
+		Elapsed:       time.Since(o.start),
+		Stop:          o.stop,
+		BudgetRefused: o.budgetRefused,
+		HostHold:      o.hostHold,
+	}
+	if resp != nil {
+		r.Status = resp.StatusCode
+		if resp != o.last.resp || r.Stop == stopNotRetryable || r.Stop == "" {
+			// A late answer, or a status that is not retried.
+			r.Stop = stopFinalStatus
+			if r.Status < 400 {
+				r.Stop = stopSuccess
+			}
+		}
+	}
+	return r
+}
+
+// payRetry pays for a retry from the Budget, or from the default quota
+// without one, and reports whether it was paid.
+func (o *operation) payRetry(now time.Time, afterTimeout bool) bool {
+	if o.quota == nil {
+		return o.cfg.budget.tryRetry(now)
+	}
+	cost := o.quota.take(afterTimeout)
+	o.lastCost = cost
+	o.quotaPaid += cost
+	return cost > 0
+}
+
+// refundRetry hands back the retry paid at now, which is not made after all.
+func (o *operation) refundRetry(now time.Time) {
+	if o.quota == nil {
+		o.cfg.budget.refund(now)
+		return
+	}
+	o.quota.give(o.lastCost)
+	o.quotaPaid -= o.lastCost
+	o.lastCost = 0
+}
+
+// settleQuota pays the default quota back when the operation ends on an
+// answer: its retries' cost, or the credit of an answer at the first attempt.
+func (o *operation) settleQuota(resp *http.Response) {
+	if o.quota == nil || resp == nil {
+		return
+	}
+	if reason, _ := classify(o.req.Method, o.key != "", false, o.judged(outcome{status: resp.StatusCode})); reason != "" {
+		return // a retryable status: the dependency is not answering
+	}
+	if o.attempts <= 1 {
+		o.quota.give(quotaNoRetryCredit)
+		return
+	}
+	o.quota.give(o.quotaPaid)
 }
 
 // state is the operation as decide sees it, at now.
@@ -151,11 +233,7 @@ func (o *operation) state(now time.Time) state {
 		held = until.Sub(now)
 	}
 	if !o.boSet {
-		rnd := o.t.rand
-		if rnd == nil {
-			rnd = rand.Float64
-		}
-		o.bo, o.boSet = jitterBackOff{jitter: o.cfg.jitter, base: o.cfg.base, max: o.cfg.max, rnd: rnd, prev: o.cfg.base}, true
+		o.bo, o.boSet = jitter.New(o.cfg.jitter.kind(), o.cfg.base, o.cfg.max, o.rnd), true
 	}
 	return state{
 		method:         o.req.Method,
@@ -175,8 +253,8 @@ func (o *operation) state(now time.Time) state {
 		attemptTimeout: o.cfg.attemptTimeout,
 		backoff:        o.bo.NextBackOff(),
 		held:           held,
-		r1:             o.t.random(),
-		r2:             o.t.random(),
+		r1:             o.rnd(),
+		r2:             o.rnd(),
 	}
 }
 
@@ -227,10 +305,18 @@ func finalAnswer(cfg *config, method string) func(*http.Response) bool {
 func (o *operation) end(d decision) (*http.Response, error) {
 	if d.late {
 		o.stop = stopSuccess
-		return o.late.result(), nil
+		return o.late.taken(), nil
 	}
 	o.stop = d.stop
 	if o.last.resp != nil {
+		if l := o.cfg.logger; l != nil && d.stop != stopNotRetryable {
+			// Giving up on a response that could have been retried.
+			l.LogAttrs(o.ctx, slog.LevelWarn, "idem: giving up", append(o.logAttrs(),
+				slog.Int("attempts", o.attempts),
+				slog.Int("status", o.last.resp.StatusCode),
+				slog.String("stop", d.stop),
+				slog.String("detail", d.detail))...)
+		}
 		return o.last.resp, nil
 	}
 	cause := d.cause
@@ -255,7 +341,7 @@ func (o *operation) contextStop(other string) string {
 // waitForHost waits, before an attempt, until the host is no longer held back
 // by the budget, and reports true. When the hold (plus its spread) would end
 // past the deadline it does not wait, and returns the decision to stop with
-// ErrHostCoolingDown; when the context ends during the wait, the decision to
+// ErrBudgetExhausted; when the context ends during the wait, the decision to
 // stop with its cause.
 func (o *operation) waitForHost() (decision, bool) {
 	if o.cfg.budget == nil {
@@ -267,9 +353,13 @@ func (o *operation) waitForHost() (decision, bool) {
 		return decision{}, true
 	}
 	h := until.Sub(now)
-	wait := h + spread(h, o.t.random())
+	wait := h + spread(h, o.rnd())
 	if !now.Add(wait).Before(o.deadline) {
-		return decision{stop: o.contextStop(stopHostHold), cause: ErrHostCoolingDown, detail: "held for " + h.String()}, false
+		return decision{stop: o.contextStop(stopHostHold), cause: ErrBudgetExhausted, detail: "the host is held back for " + h.String() + " after a Retry-After"}, false
+	}
+	if l := o.cfg.logger; l != nil {
+		l.LogAttrs(o.ctx, slog.LevelInfo, "idem: waiting for a host hold",
+			append(o.logAttrs(), slog.Duration("hold", wait))...)
 	}
 	o.hostHold += wait
 	o.waited += wait
@@ -394,8 +484,8 @@ func (o *operation) attempt(nextBody io.ReadCloser) attemptResult {
 		limit = min(limit, bound)
 	}
 	if bound <= 0 {
-		resp, err := o.t.transport().RoundTrip(o.attemptRequest(o.ctx, nextBody, limit))
-		return o.result(now, resp, err)
+		resp, err := o.next.RoundTrip(o.attemptRequest(o.ctx, nextBody, limit))
+		return o.readResponse(now, resp, err)
 	}
 	// The bound is for the response headers only.
 	ctx, cancel := context.WithCancelCause(o.ctx)
@@ -408,7 +498,7 @@ func (o *operation) attempt(nextBody io.ReadCloser) attemptResult {
 	// A timer cancels the attempt's context if the headers are late, and is
 	// stopped when they come.
 	timer := time.AfterFunc(bound, b.expire)
-	resp, err := o.t.transport().RoundTrip(req)
+	resp, err := o.next.RoundTrip(req)
 	if !timer.Stop() {
 		// The bound fired: whatever came back may be cut.
 		if resp != nil && resp.Body != nil {
@@ -416,26 +506,26 @@ func (o *operation) attempt(nextBody io.ReadCloser) attemptResult {
 		}
 		return attemptResult{outcome: outcome{err: context.Cause(ctx), timedOut: o.ctx.Err() == nil}}
 	}
-	return o.answered(now, b, resp, err)
+	return o.headersCame(now, b, resp, err)
 }
 
-// answered is the result of a bounded attempt whose answer came within its
+// headersCame is the result of a bounded attempt whose answer came within its
 // bound: the body of a response keeps the attempt's context until it is
 // closed; otherwise the context is released now.
-func (o *operation) answered(start time.Time, b *boundedAttempt, resp *http.Response, err error) attemptResult {
+func (o *operation) headersCame(start time.Time, b *boundedAttempt, resp *http.Response, err error) attemptResult {
 	if err != nil || resp.Body == nil || resp.StatusCode == http.StatusSwitchingProtocols {
 		b.cancel(nil)
 	} else {
 		b.ReadCloser = resp.Body
 		resp.Body = b
 	}
-	return o.result(start, resp, err)
+	return o.readResponse(start, resp, err)
 }
 
-// result reads what the operation needs from a response: its status, and the
+// readResponse reads what the operation needs from a response: its status, and the
 // Retry-After of a 409, 429 or 503 (which, on a 429 or 503, holds the host
 // back for every operation sharing the budget, for at most WithMaxRetryAfter).
-func (o *operation) result(now time.Time, resp *http.Response, err error) attemptResult {
+func (o *operation) readResponse(now time.Time, resp *http.Response, err error) attemptResult {
 	if err != nil {
 		return attemptResult{outcome: outcome{err: err}}
 	}
@@ -512,6 +602,14 @@ func (o *operation) attemptRequest(ctx context.Context, nextBody io.ReadCloser, 
 	return r
 }
 
+// waitLate waits until a late attempt answers, every late attempt has
+// ended, the caller's context is done or the deadline passes.
+func (o *operation) waitLate() {
+	ctx, cancel := context.WithDeadline(o.ctx, o.deadline)
+	defer cancel()
+	o.late.waitAnswer(ctx.Done())
+}
+
 // settle decides what the operation returns once its loop has ended with resp
 // and err: a late attempt's final answer taken meanwhile wins over the loop's
 // result, unless the loop ended because the caller's context did. What is not
@@ -520,7 +618,13 @@ func (o *operation) settle(resp *http.Response, err error) (*http.Response, erro
 	if o.late == nil {
 		return resp, err
 	}
-	answer := o.late.end()
+	if resp == nil && err != nil && o.ctx.Err() == nil {
+		// Giving up with attempts still going on: one of them may bring the
+		// answer (a payment that went through). Wait for it, as long as the
+		// deadline allows.
+		o.waitLate()
+	}
+	answer := o.late.close()
 	if answer == nil || answer == resp {
 		return resp, err
 	}
@@ -541,7 +645,7 @@ func (o *operation) settle(resp *http.Response, err error) (*http.Response, erro
 // says so.
 func (o *operation) attemptGoesOn(req *http.Request, b *boundedAttempt, start time.Time) attemptResult {
 	done := make(chan roundTrip, 1)
-	rt := o.t.transport()
+	rt := o.next
 	go func() {
 		resp, err := rt.RoundTrip(req)
 		done <- roundTrip{resp, err}
@@ -550,7 +654,7 @@ func (o *operation) attemptGoesOn(req *http.Request, b *boundedAttempt, start ti
 	defer timer.Stop()
 	select {
 	case r := <-done:
-		return o.answered(start, b, r.resp, r.err)
+		return o.headersCame(start, b, r.resp, r.err)
 	case <-timer.C:
 		o.late.goOn(done, b)
 		return attemptResult{outcome: outcome{err: &attemptTimeoutError{after: b.after}, timedOut: true}}

@@ -13,7 +13,7 @@ import (
 // An Option configures a Transport made by NewTransport or NewClient. Options
 // are checked when they are made: an impossible value panics there, with a
 // message that names the option, never later on a request. The same rule holds
-// for BudgetOption.
+// for NewBudget's arguments.
 type Option func(*config)
 
 // config is the immutable policy of a Transport.
@@ -28,6 +28,7 @@ type config struct {
 	keyGen         func() string
 	quotedKeys     bool // write keys as Structured Field strings
 	budget         *Budget
+	budgetSet      bool // WithRetryBudget was given: no default retry quota
 	onRetry        func(context.Context, AttemptInfo)
 	onDone         []func(context.Context, Report)
 	retryIf        func(resp *http.Response, err error, retryable bool) bool
@@ -37,7 +38,7 @@ type config struct {
 
 func defaultConfig() config {
 	return config{
-		maxAttempts:   5,
+		maxAttempts:   7,
 		base:          300 * time.Millisecond,
 		max:           10 * time.Second,
 		jitter:        FullJitter,
@@ -55,7 +56,9 @@ func optionPanic(option, msg string) {
 }
 
 // WithMaxAttempts sets how many attempts one operation may make, counting the
-// first (default 5; 1 turns retrying off). It panics if n < 1.
+// first (default 7: with the default backoff, their waits span about 9s on
+// average, 19s at most, so that an operation rides out an outage of a few
+// seconds; see docs/client.md). 1 turns retrying off. It panics if n < 1.
 func WithMaxAttempts(n int) Option {
 	if n < 1 {
 		optionPanic("WithMaxAttempts", "n must be >= 1, got "+strconv.Itoa(n))
@@ -104,8 +107,9 @@ func WithMaxElapsed(d time.Duration) Option {
 // never cut by it. A timed-out attempt counts as a network error (retried when
 // the request may be). An attempt without a key is cut when its time passes; a
 // keyed one is not: it goes on while the operation retries, and its answer
-// ends the operation if it comes first and is final (see the package
-// documentation). 0 means no bound; it panics if d < 0.
+// ends the operation if it comes first and is final; when the attempts run
+// out while such attempts are still going on, the operation waits for their
+// answer until the cap (see the package documentation). 0 means no bound; it panics if d < 0.
 func WithAttemptTimeout(d time.Duration) Option {
 	if d < 0 {
 		optionPanic("WithAttemptTimeout", "d must not be negative, got "+d.String())
@@ -155,14 +159,20 @@ func WithQuotedKeys(on bool) Option {
 	return func(c *config) { c.quotedKeys = on }
 }
 
-// WithRetryBudget shares a retry budget with the Transport (default none: every
-// retry the policy allows is made). Give the same Budget to every Transport that
-// calls one dependency. It panics if b is nil.
+// WithRetryBudget shares a retry budget with the Transport, in place of its
+// default retry quota. Give the same Budget to every Transport that calls one
+// dependency. WithRetryBudget(nil) turns every limit off: every retry the
+// policy allows is made.
+//
+// Without WithRetryBudget each Transport has a retry quota of its own, as the
+// AWS SDK's standard retryer does: a bucket of 500 units, 5 taken by a retry
+// (10 after an attempt time-out), 1 given back by each operation answered at
+// its first attempt and the retries' cost by one answered after retries. A
+// full bucket pays for 100 retries, enough to ride out a short outage; in a
+// long one the bucket empties and each operation makes one attempt, so the
+// dependency sees about its normal load (see docs/client.md).
 func WithRetryBudget(b *Budget) Option {
-	if b == nil {
-		optionPanic("WithRetryBudget", "b must not be nil")
-	}
-	return func(c *config) { c.budget = b }
+	return func(c *config) { c.budget, c.budgetSet = b, true }
 }
 
 // WithOnRetry sets a function called just before the Transport waits for a
@@ -175,6 +185,19 @@ func WithOnRetry(fn func(ctx context.Context, next AttemptInfo)) Option {
 		optionPanic("WithOnRetry", "fn must not be nil")
 	}
 	return func(c *config) { c.onRetry = fn }
+}
+
+// WithOnDone adds a function called once per operation, when RoundTrip is
+// about to return, with the request's context and the operation's Report. It
+// runs on the goroutine of RoundTrip and must not block for long. Several
+// WithOnDone functions all run, in the order given. It panics if fn is nil.
+func WithOnDone(fn func(ctx context.Context, r Report)) Option {
+	if fn == nil {
+		optionPanic("WithOnDone", "fn must not be nil")
+	}
+	return func(c *config) {
+		c.onDone = append(c.onDone[:len(c.onDone):len(c.onDone)], fn)
+	}
 }
 
 // WithRetryIf lets fn change which answers are retried. After each attempt

@@ -89,3 +89,34 @@ func TestRedirectDropsKeyAcrossOrigins(t *testing.T) {
 		})
 	}
 }
+
+// TestCrossOrigin pins what another origin is: scheme, host and port, with
+// the scheme's default port written or not.
+func TestCrossOrigin(t *testing.T) {
+	t.Parallel()
+	hop := func(from, to string) *http.Request {
+		first, _ := http.NewRequest(http.MethodGet, from, nil)
+		next, _ := http.NewRequest(http.MethodGet, to, nil)
+		next.Response = &http.Response{Request: first}
+		return next
+	}
+	for _, tc := range []struct {
+		from, to string
+		cross    bool
+	}{
+		{"http://a.example/x", "http://a.example/y", false},
+		{"http://a.example/x", "http://a.example:80/y", false},
+		{"https://a.example/x", "https://A.EXAMPLE:443/y", false},
+		{"http://a.example/x", "https://a.example/y", true},
+		{"http://a.example/x", "http://b.example/y", true},
+		{"http://a.example/x", "http://a.example:8080/y", true},
+		{"http://[::1]/x", "http://[::1]:80/y", false},
+	} {
+		if got := crossOrigin(hop(tc.from, tc.to)); got != tc.cross {
+			t.Errorf("%s -> %s: cross-origin %v, want %v", tc.from, tc.to, got, tc.cross)
+		}
+	}
+	if first, _ := http.NewRequest(http.MethodGet, "http://a.example/", nil); crossOrigin(first) {
+		t.Error("a request that is no redirect hop counted as cross-origin")
+	}
+}

@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"fmt"
 	"strconv"
 
 	"bytes"
@@ -72,7 +73,7 @@ func TestBackoffTiming(t *testing.T) {
 		NoJitter:           {100 * ms, 200 * ms, 400 * ms, 800 * ms},
 	}
 	for _, j := range []Jitter{FullJitter, EqualJitter, DecorrelatedJitter, NoJitter} {
-		t.Run(j.String(), func(t *testing.T) {
+		t.Run(fmt.Sprint("jitter-", int(j)), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				const base, max = 100 * time.Millisecond, time.Second
 				rnd := func() float64 { return 0.7 }
@@ -239,7 +240,7 @@ func TestCancelDuringWait(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeRT{steps: statusSteps(503, 200)}
-		budget := NewBudget()
+		budget := newBudget()
 		tr := NewTransport(f, WithJitter(NoJitter), WithBackoff(time.Second, time.Second), WithRetryBudget(budget))
 		ctx, cancel := context.WithCancel(context.Background())
 		go func() {
@@ -400,7 +401,7 @@ func TestAttemptsExhausted(t *testing.T) {
 func TestBudgetRefusesRetry(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		empty := func() *Budget { return NewBudget(WithBudgetRatio(0), WithBudgetMinPerSecond(0)) }
+		empty := func() *Budget { return newBudget(budgetRatio(0), budgetMinPerSecond(0)) }
 		// A response is returned as it is.
 		f := &fakeRT{steps: statusSteps(503, 200)}
 		resp, err := NewTransport(f, WithRetryBudget(empty())).RoundTrip(mustRequest(t, context.Background(), http.MethodGet, "http://x/", ""))
@@ -415,7 +416,7 @@ func TestBudgetRefusesRetry(t *testing.T) {
 			t.Fatalf("err = %v after %d attempts", err, len(f.Calls()))
 		}
 		// With tokens, the same retry is made and recorded.
-		b := NewBudget()
+		b := newBudget()
 		f = &fakeRT{steps: statusSteps(503, 200)}
 		resp, err = NewTransport(f, WithRetryBudget(b), noWait()).RoundTrip(mustRequest(t, context.Background(), http.MethodGet, "http://x/", ""))
 		if err != nil || resp.StatusCode != 200 {
@@ -434,7 +435,7 @@ func TestBudgetHoldsHost(t *testing.T) {
 	for _, code := range []int{http.StatusTooManyRequests, http.StatusServiceUnavailable} {
 		t.Run(strconv.Itoa(code), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				b := NewBudget()
+				b := newBudget()
 				var (
 					mu    sync.Mutex
 					calls []time.Time
@@ -482,7 +483,7 @@ func TestBudgetHoldsHost(t *testing.T) {
 				n := len(calls)
 				_, err = NewTransport(rt, WithRetryBudget(b), WithMaxElapsed(10*time.Second)).RoundTrip(
 					mustRequest(t, context.Background(), http.MethodPost, "http://h1/", "body"))
-				if !errors.Is(err, ErrHostCoolingDown) || len(calls) != n || time.Since(before) != 0 {
+				if !errors.Is(err, ErrBudgetExhausted) || len(calls) != n || time.Since(before) != 0 {
 					t.Errorf("err = %v, %d attempts", err, len(calls)-n)
 				}
 			})
@@ -528,7 +529,7 @@ func TestOnRetryAndLogger(t *testing.T) {
 func TestHoldPlacedDuringWait(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		b := NewBudget()
+		b := newBudget()
 		f := &fakeRT{steps: statusSteps(503, 200)}
 		tr := NewTransport(f, WithRetryBudget(b), WithJitter(NoJitter), WithBackoff(100*time.Millisecond, time.Second))
 		tr.rand = func() float64 { return 0 }
@@ -554,7 +555,7 @@ func TestHoldPlacedDuringWait(t *testing.T) {
 			b.holdHost("h", time.Now().Add(time.Minute))
 		}()
 		_, err = tr.RoundTrip(mustRequest(t, context.Background(), http.MethodGet, "http://h/", ""))
-		if e := asError(t, err); !errors.Is(err, ErrHostCoolingDown) || e.Attempts != 1 || e.LastStatus != 503 {
+		if e := asError(t, err); !errors.Is(err, ErrBudgetExhausted) || e.Attempts != 1 || e.LastStatus != 503 {
 			t.Errorf("err = %v", err)
 		}
 		if s := b.Stats(); s.Refunds != 1 {

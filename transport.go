@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 )
 
 // Transport is an http.RoundTripper that retries what is safe to retry: it
@@ -27,6 +28,8 @@ type Transport struct {
 	cfg  *config // nil: defaultPolicy
 
 	rand func() float64 // uniform in [0, 1); nil: math/rand/v2. A test hook.
+
+	quota atomic.Pointer[retryQuota] // the default retry quota, made on first use
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -56,6 +59,19 @@ func (t *Transport) policy() *config {
 	return t.cfg
 }
 
+// retryQuota returns the Transport's default retry quota, or nil when cfg
+// has a Budget (or WithRetryBudget(nil) turned every limit off).
+func (t *Transport) retryQuota(cfg *config) *retryQuota {
+	if cfg.budgetSet {
+		return nil
+	}
+	if q := t.quota.Load(); q != nil {
+		return q
+	}
+	t.quota.CompareAndSwap(nil, newRetryQuota())
+	return t.quota.Load()
+}
+
 // transport returns the RoundTripper that sends attempts.
 func (t *Transport) transport() http.RoundTripper {
 	if t.next == nil {
@@ -64,12 +80,12 @@ func (t *Transport) transport() http.RoundTripper {
 	return t.next
 }
 
-// random returns a uniform number in [0, 1).
-func (t *Transport) random() float64 {
+// random returns the source of uniform numbers in [0, 1).
+func (t *Transport) random() func() float64 {
 	if t.rand == nil {
-		return rand.Float64()
+		return rand.Float64
 	}
-	return t.rand()
+	return t.rand
 }
 
 // CloseIdleConnections closes the idle connections of the next RoundTripper, if
@@ -109,9 +125,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, e
 	}
-	o := newOperation(t, cfg, req, key, header)
-	o.newKey = generated
+	o := newOperation(t.transport(), t.random(), t.retryQuota(cfg), cfg, req, key, header, generated)
 	resp, err := o.settle(o.run())
+	o.settleQuota(resp)
 	if len(cfg.onDone) > 0 {
 		cfg.done(req, o.report(resp, err))
 	}
@@ -218,3 +234,15 @@ func withoutKey(req *http.Request) *http.Request {
 
 // noKey in a context's key slot hides a key set further up.
 type noKey struct{}
+
+// done calls the WithOnDone functions with r, completed from req.
+func (c *config) done(req *http.Request, r Report) {
+	r.Method = req.Method
+	if r.Method == "" {
+		r.Method = http.MethodGet
+	}
+	r.Host = req.URL.Host
+	for _, fn := range c.onDone {
+		fn(req.Context(), r)
+	}
+}

@@ -56,7 +56,7 @@ type reply struct {
 }
 
 // postPayment runs one logical payment for customer through client. ctx may
-// carry a key (idem.WithKey). A transport error is returned as it is.
+// carry a key (idem.ContextWithKey). A transport error is returned as it is.
 func postPayment(ctx context.Context, client *http.Client, url, customer string) (reply, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/payments", strings.NewReader(paymentBody(customer)))
 	if err != nil {
@@ -68,7 +68,13 @@ func postPayment(ctx context.Context, client *http.Client, url, customer string)
 		return reply{}, err
 	}
 	defer resp.Body.Close()
-	r := reply{status: resp.StatusCode, replayed: idem.Replayed(resp), key: idem.KeyFromRequest(resp.Request)}
+	r := reply{status: resp.StatusCode, replayed: idem.Replayed(resp), key: keyOf(resp)}
 	r.body, r.bodyErr = io.ReadAll(resp.Body)
 	return r, nil
+}
+
+// keyOf returns the key the operation that answered resp sent.
+func keyOf(resp *http.Response) string {
+	a, _ := idem.AttemptFromContext(resp.Request.Context())
+	return a.Key
 }

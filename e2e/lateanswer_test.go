@@ -93,7 +93,7 @@ func checkLateAnswer(t *testing.T, srv *serverProcess, late time.Duration, forge
 	var ie *idem.Error
 	switch {
 	case resp != nil:
-		forget(idem.KeyFromRequest(resp.Request))
+		forget(keyOf(resp))
 	case errors.As(err, &ie):
 		forget(ie.Key)
 	case len(evs) > 0:

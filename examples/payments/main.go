@@ -183,7 +183,8 @@ func (d *demo) withIdem() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("(b) reading the response: %w", err)
 	}
-	key := idem.KeyFromRequest(resp.Request)
+	attempt, _ := idem.AttemptFromContext(resp.Request.Context())
+	key := attempt.Key
 	d.t.line("b", sent.attempt(resp), statusText(resp, body), shortKey(key), replayedText(resp), d.srv.Payments(customer))
 	if err := d.gw.await(sent.count(), settleWithin); err != nil {
 		return "", err
