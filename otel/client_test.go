@@ -194,7 +194,7 @@ func TestClientPollAfter409(t *testing.T) {
 
 func TestClientBudgetRefusal(t *testing.T) {
 	t.Parallel()
-	budget := idem.NewBudget(idem.WithBudgetRatio(0), idem.WithBudgetMinPerSecond(0))
+	budget := idem.NewBudget(0, 0)
 	clientCase(t, &scripted{statuses: []int{503, 201}}, []idem.Option{idem.WithRetryBudget(budget)},
 		func(t *testing.T, tel *telemetry, parent trace.SpanContext, resp *http.Response, err error) {
 			if err == nil && resp.StatusCode != 503 {
