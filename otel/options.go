@@ -89,14 +89,15 @@ func WithRoute(f func(*http.Request) string) Option {
 }
 
 // patternRoute is the path of the ServeMux pattern that matched r: "POST
-// example.com/payments/{id}" gives "/payments/{id}".
+// example.com/payments/{id}" gives "/payments/{id}"; a pattern without a path
+// gives "".
 func patternRoute(r *http.Request) string {
 	p := r.Pattern
-	if i := strings.IndexByte(p, ' '); i >= 0 {
-		p = strings.TrimLeft(p[i+1:], " \t")
+	if i := strings.IndexAny(p, " \t"); i >= 0 && !strings.Contains(p[:i], "/") {
+		p = p[i:] // after the method
 	}
-	if i := strings.IndexByte(p, '/'); i > 0 {
-		p = p[i:] // a host pattern
+	if i := strings.IndexByte(p, '/'); i >= 0 {
+		return p[i:] // after the host, if any
 	}
-	return p
+	return ""
 }
