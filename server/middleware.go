@@ -133,6 +133,7 @@ func (ex *exchange) serve() {
 
 	ex.start = cfg.now()
 	res, err := ex.p.store.Do(&ex.ctx, req, ex.run)
+	ex.ev.StoreDuration = cfg.now().Sub(ex.start) - ex.ev.HandlerDuration
 	ex.finish(res, err)
 }
 
@@ -177,7 +178,8 @@ func (ex *exchange) run(ctx context.Context) (resp *Response, keep bool) {
 	}()
 	start := ex.p.cfg.now()
 	answered := ex.handler(&ex.cw, r)
-	ex.p.recent.add(ex.p.cfg.now().Sub(start))
+	ex.ev.HandlerDuration = ex.p.cfg.now().Sub(start)
+	ex.p.recent.add(ex.ev.HandlerDuration)
 	if ex.cw.hijacked || ex.cw.tooLarge || !answered {
 		ex.unanswered = !answered
 		return ex.failed()

@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 	"strconv"
+	"time"
 )
 
 // OutcomeEvent describes how the middleware answered one protected request;
@@ -31,6 +32,14 @@ type OutcomeEvent struct {
 	Err error
 	// Panic is the value the handler panicked with, else nil.
 	Panic any
+	// HandlerDuration is how long the handler ran; zero when it did not run
+	// (or panicked).
+	HandlerDuration time.Duration
+	// StoreDuration is how long Store.Do took, the handler's run excluded: for
+	// a duplicate (a replay, a 409) it includes the time the store waited for
+	// the first request with the key (Request.Wait). Zero when the store was
+	// not asked.
+	StoreDuration time.Duration
 }
 
 // maxLoggedKey is how many bytes of a key LogKey keeps.

@@ -1,9 +1,12 @@
 package server
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 )
 
 func TestOnOutcomeEvents(t *testing.T) {
@@ -61,4 +64,42 @@ func TestLogKey(t *testing.T) {
 			t.Errorf("LogKey(%.20q) = %.80q, want %.80q", tt.in, got, tt.want)
 		}
 	}
+}
+
+// TestOnOutcomeDurations: the event says how long the handler ran and how
+// long the store took besides (a duplicate's wait is store time), on the
+// bubble's fake clock.
+func TestOnOutcomeDurations(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := &fakeStore{do: func(ctx context.Context, req Request, run RunFunc) (Result, error) {
+			time.Sleep(2 * time.Second) // the claim
+			if req.Key == "dup" {
+				time.Sleep(5 * time.Second) // a duplicate waits, then gets the replay
+				return Result{Outcome: OutcomeReplayed, Response: &Response{Status: 201}}, nil
+			}
+			resp, _ := run(ctx)
+			time.Sleep(time.Second) // the record
+			return Result{Outcome: OutcomeExecuted, Response: resp}, nil
+		}}
+		var events []OutcomeEvent
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			time.Sleep(3 * time.Second)
+			w.WriteHeader(http.StatusCreated)
+		})
+		mw := Middleware(store, WithOnOutcome(func(e OutcomeEvent) { events = append(events, e) }))(h)
+		serve(mw, request("POST", "/x", "{}", HeaderKey, "first"))
+		serve(mw, request("POST", "/x", "{}", HeaderKey, "dup"))
+		serve(mw, request("POST", "/x", "{}")) // no key: the store is not asked
+
+		want := []struct{ handler, store time.Duration }{{3 * time.Second, 3 * time.Second}, {0, 7 * time.Second}, {0, 0}}
+		if len(events) != len(want) {
+			t.Fatalf("%d events, want %d", len(events), len(want))
+		}
+		for i, w := range want {
+			if e := events[i]; e.HandlerDuration != w.handler || e.StoreDuration != w.store {
+				t.Errorf("event %d: handler %v, store %v; want %v, %v", i, e.HandlerDuration, e.StoreDuration, w.handler, w.store)
+			}
+		}
+	})
 }

@@ -15,6 +15,7 @@
 //	POST /payments/unprotected  the same handler with no idempotency
 //	GET  /livez, /healthz       200 while the process serves (liveness)
 //	GET  /readyz                200 when the store answers, 503 otherwise (readiness)
+//	GET  /metrics               Prometheus text format (see docs/operating.md)
 //
 // With -chaos, requests may carry Chaos-Delay, Chaos-Delay-After-Write (the
 // payment is made, then the answer is late, whether or not the client waits),
@@ -53,6 +54,16 @@
 // claim and record wait for N replicas (WAIT), which a Sentinel failover needs
 // to lose nothing. The server refuses to start on a Redis whose
 // maxmemory-policy can evict records, unless -redis-allow-eviction.
+//
+// Telemetry: /metrics holds the idempotency middleware's metrics (package
+// github.com/idemkit/idem/otel), the HTTP server's (http.server.*), the
+// PostgreSQL and Redis pools' (db.client.connection.*), and the Go runtime's
+// and the process's. Traces of every request go over OTLP/HTTP when
+// OTEL_TRACES_EXPORTER=otlp, or when it is unset and
+// OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set; the
+// other OTEL_* variables (OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES,
+// OTEL_TRACES_SAMPLER, OTEL_EXPORTER_OTLP_HEADERS, ...) work as the
+// OpenTelemetry SDK documents them.
 //
 // Exit status: 0 after a clean shutdown, 2 for bad flags,
 // 1 for any other error, 3 for a chaos crash.

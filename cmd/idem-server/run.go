@@ -43,10 +43,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, nil))
 
-	store, ledger, cleanup, err := openStore(ctx, cfg, logger)
+	tel, err := newTelemetry(ctx)
 	if err != nil {
 		return err
 	}
+	store, ledger, cleanup, err := openStore(ctx, cfg, logger, tel)
+	if err != nil {
+		_ = tel.close(context.Background())
+		return err
+	}
+	cleanup = tel.closeAfter(cleanup, logger)
 	serving := false
 	defer func() {
 		if !serving { // shutdown closes the stores, in bounded time
@@ -64,7 +70,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			os.Exit(crashExitCode)
 		}),
 	)
-	h := demo.Handler(store, ledger, inj, server.WithTTL(cfg.ttl), server.WithLockTTL(cfg.lockTTL))
+	h := demo.Handler(store, ledger, inj, append([]server.Option{server.WithTTL(cfg.ttl), server.WithLockTTL(cfg.lockTTL)},
+		tel.middlewareOptions(cfg.store)...)...)
 
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
@@ -75,7 +82,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer cancelBase(nil)
 	var flight inFlight
 	srv := &http.Server{
-		Handler:           flight.track(logRequests(logger, h)),
+		Handler:           flight.track(logRequests(logger, tel.handler(h))),
 		BaseContext:       func(net.Listener) context.Context { return base },
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,

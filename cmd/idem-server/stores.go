@@ -44,15 +44,15 @@ const connectTimeout = 5 * time.Second
 //
 // The store is wrapped so that every error it returns (the cause of a 503 or
 // an outcome-unknown answer) is logged on the request's line (logRequests).
-func openStore(ctx context.Context, cfg config, logger *slog.Logger) (server.Store, payments.Ledger, func(), error) {
-	store, ledger, cleanup, err := openBackends(ctx, cfg, logger)
+func openStore(ctx context.Context, cfg config, logger *slog.Logger, tel *telemetry) (server.Store, payments.Ledger, func(), error) {
+	store, ledger, cleanup, err := openBackends(ctx, cfg, logger, tel)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	return notingStore{store}, ledger, cleanup, nil
 }
 
-func openBackends(ctx context.Context, cfg config, logger *slog.Logger) (server.Store, payments.Ledger, func(), error) {
+func openBackends(ctx context.Context, cfg config, logger *slog.Logger, tel *telemetry) (server.Store, payments.Ledger, func(), error) {
 	switch cfg.store {
 	case storeMemory:
 		store := memstore.New(memstore.WithMaxEntries(cfg.maxEntries))
@@ -63,12 +63,14 @@ func openBackends(ctx context.Context, cfg config, logger *slog.Logger) (server.
 		if err != nil {
 			return nil, nil, nil, err
 		}
+		tel.observePostgres("ledger", pool)
 		return store, ledger, pool.Close, nil
 	case storePostgres:
 		pool, ledger, err := openPostgres(ctx, cfg.postgresURL, "-postgres-url")
 		if err != nil {
 			return nil, nil, nil, err
 		}
+		tel.observePostgres(storePostgres, pool)
 		store := pgstore.New(pool, pgstore.WithTable(keysTable))
 		if err := migrate(ctx, store.Migrate); err != nil {
 			pool.Close()
@@ -87,6 +89,7 @@ func openBackends(ctx context.Context, cfg config, logger *slog.Logger) (server.
 		if err != nil {
 			return nil, nil, nil, err
 		}
+		tel.observeRedis(storeRedis, rdb)
 		if cfg.ledgerURL == "" {
 			return store, payments.NewMemLedger(), func() { _ = rdb.Close() }, nil
 		}
@@ -95,6 +98,7 @@ func openBackends(ctx context.Context, cfg config, logger *slog.Logger) (server.
 			_ = rdb.Close()
 			return nil, nil, nil, err
 		}
+		tel.observePostgres(storePostgres, pool)
 		return store, ledger, func() { pool.Close(); _ = rdb.Close() }, nil
 	}
 	return nil, nil, nil, fmt.Errorf("-store %q: %w", cfg.store, errUsage)
