@@ -63,7 +63,7 @@ func openBackends(ctx context.Context, cfg config, logger *slog.Logger, tel *tel
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		tel.observePostgres("ledger", pool)
+		tel.observePostgres(storePostgres, pool)
 		return store, ledger, pool.Close, nil
 	case storePostgres:
 		pool, ledger, err := openPostgres(ctx, cfg.postgresURL, "-postgres-url")

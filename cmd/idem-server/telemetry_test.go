@@ -91,7 +91,7 @@ func TestRunPoolMetrics(t *testing.T) {
 	}{
 		{"postgres", func(t *testing.T) []string { return []string{"-store", "postgres", "-postgres-url", postgresURL(t)} }, []string{"postgres"}},
 		{"redis+postgres ledger", func(t *testing.T) []string {
-			return []string{"-store", "redis", "-redis-addr", redisAddr(t), "-postgres-url", postgresURL(t)}
+			return []string{"-store", "redis", "-redis-addr", redisAddr(t), "-ledger-postgres-url", postgresURL(t)}
 		}, []string{"redis", "postgres"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
