@@ -20,7 +20,7 @@ var errStoreContract = errors.New("idem/server: the store broke the Store contra
 
 // Middleware protects the requests of the configured methods (POST and PATCH
 // by default) with an Idempotency-Key, recording their responses in store.
-// See the package documentation for what each request gets. It panics when
+// docs/CONTRACT.md in the repository (§3) says what each request gets. It panics when
 // store is nil or an option is impossible, and the returned function panics on
 // a nil handler.
 func Middleware(store Store, opts ...Option) func(http.Handler) http.Handler {

@@ -221,7 +221,7 @@ var neverStored = map[string]bool{
 // A client that sends Prefer: wait=N (RFC 7240) shortens the wait to N
 // seconds, and is told so with Preference-Applied: wait=N. Past the wait, or
 // when the client goes away, the answer is 409 with a short Retry-After (see
-// the package documentation). 0 answers 409 at once.
+// docs/server.md in the repository). 0 answers 409 at once.
 func WithInProgressWait(max time.Duration) Option {
 	if max < 0 {
 		panic(fmt.Sprintf("idem/server: WithInProgressWait: %v is negative", max))

@@ -11,9 +11,10 @@ import (
 // exist; it is idempotent and safe to run from several processes at once (they
 // take turns on a transaction-scoped advisory lock), and while other instances
 // serve requests: when the table and index exist it takes no lock that a claim
-// in progress holds. The SQL is in the package documentation. Its statements use the simple protocol, so it works on any pool,
-// PgBouncer included; it then refuses, with ErrStatementCacheBehindProxy, a pool
-// whose query mode would fail there on the first request.
+// in progress holds. The SQL is in docs/stores.md in the repository. Its
+// statements use the simple protocol, so it works on any pool, PgBouncer
+// included; it then refuses, with ErrStatementCacheBehindProxy, a pool whose
+// query mode would fail there on the first request.
 func (s *Store) Migrate(ctx context.Context) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, pgx.QueryExecModeSimpleProtocol, "idem-migrate:"+s.cfg.table); err != nil {

@@ -50,8 +50,8 @@ func WithTable(name string) Option {
 // duplicate waits the smaller of the two, then Do reports OutcomeInProgress; if
 // the first request finishes within it, the duplicate replays its response
 // instead (or runs, if the first rolled back). A waiting duplicate holds no
-// connection between its looks (see the package documentation). It panics
-// unless d is between 1ms and 1h.
+// connection between its looks (docs/stores.md in the repository says how).
+// It panics unless d is between 1ms and 1h.
 func WithLockTimeout(d time.Duration) Option {
 	if d < time.Millisecond || d > time.Hour {
 		panic(fmt.Sprintf("pgstore: WithLockTimeout(%v): want between 1ms and 1h", d))

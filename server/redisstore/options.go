@@ -69,8 +69,8 @@ func WithOpTimeout(d time.Duration) Option {
 // middleware answers 503; nothing ran). A record that is not acknowledged in
 // time is still answered with the handler's response (the effect happened: a
 // 503 would invite a second one); a warning is logged and the store keeps
-// writing and WAITing for it in the background. See the package documentation
-// for what this does and does not promise. It panics unless n is at least 1
+// writing and WAITing for it in the background. docs/stores.md in the
+// repository says what this does and does not promise. It panics unless n is at least 1
 // and timeout positive; New panics unless the client is a *redis.Client
 // (standalone or Sentinel) or a *redis.ClusterClient.
 func WithMinReplicas(n int, timeout time.Duration) Option {

@@ -79,8 +79,8 @@ const (
 	pollCap   = 50 * time.Millisecond
 )
 
-// Do implements server.Store. See the package documentation for the Redis
-// commands it sends and what each outcome costs.
+// Do implements server.Store. docs/stores.md in the repository lists the
+// Redis commands it sends and what each outcome costs.
 func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) (server.Result, error) {
 	if err := checkRequest(req); err != nil {
 		return server.Result{}, err
