@@ -18,7 +18,7 @@ type Guard struct {
 // impossible.
 func NewGuard(store Store, opts ...Option) *Guard {
 	if store == nil {
-		badArg("NewGuard(nil Store)", "a Store")
+		badArg("NewGuard(nil)", "a Store")
 	}
 	return &Guard{p: &protected{store: store, cfg: newConfig("NewGuard", opts)}}
 }

@@ -20,7 +20,7 @@ func TestGuardPanicsWhenMisused(t *testing.T) {
 		f    func()
 		want string
 	}{
-		"nil store": {func() { NewGuard(nil) }, "server: NewGuard(nil Store): want a Store"},
+		"nil store": {func() { NewGuard(nil) }, "server: NewGuard(nil): want a Store"},
 		"zero": {func() {
 			new(Guard).Serve(nil, request("POST", "/", ""), func(http.ResponseWriter, *http.Request) bool { return true })
 		}, "server: Guard.Serve on a zero Guard: want a Guard made by NewGuard"},

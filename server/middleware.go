@@ -25,7 +25,7 @@ var errStoreContract = errors.New("idem/server: the store broke the Store contra
 // a nil handler.
 func Middleware(store Store, opts ...Option) func(http.Handler) http.Handler {
 	if store == nil {
-		badArg("Middleware(nil Store)", "a Store")
+		badArg("Middleware(nil)", "a Store")
 	}
 	cfg := newConfig("Middleware", opts)
 	return func(next http.Handler) http.Handler {

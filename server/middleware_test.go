@@ -19,7 +19,7 @@ func TestMiddlewareConstructionPanics(t *testing.T) {
 		name, want string
 		f          func()
 	}{
-		{"nil store", "server: Middleware(nil Store): want a Store", func() { Middleware(nil) }},
+		{"nil store", "server: Middleware(nil): want a Store", func() { Middleware(nil) }},
 		{"nil handler", "server: Middleware(...)(nil): want an http.Handler", func() { Middleware(store)(nil) }},
 		{"nil option", "server: Middleware(nil Option): want an Option", func() { Middleware(store, nil) }},
 		{"no methods", "server: WithMethods(): want at least one method", func() { WithMethods() }},
@@ -40,7 +40,7 @@ func TestMiddlewareConstructionPanics(t *testing.T) {
 		{"bad header name", `server: WithStoredHeaders("X Bad"): want header names that are HTTP tokens`, func() { WithStoredHeaders("X-Ok", "X Bad") }},
 		{"wait negative", "server: WithInProgressWait(-1ns): want a duration >= 0", func() { WithInProgressWait(-1) }},
 		{"nil hook", "server: WithOnOutcome(nil): want a function", func() { WithOnOutcome(nil) }},
-		{"guard nil store", "server: NewGuard(nil Store): want a Store", func() { NewGuard(nil) }},
+		{"guard nil store", "server: NewGuard(nil): want a Store", func() { NewGuard(nil) }},
 		{"guard nil option", "server: NewGuard(nil Option): want an Option", func() { NewGuard(store, nil) }},
 	}
 	for _, c := range cases {
