@@ -123,19 +123,23 @@ type budgetOption func(*budgetConfig)
 // [0, 100], exact to six decimals; 0 leaves only the MinPerSecond reserve.
 // budgetRatio panics on any other value.
 func budgetRatio(r float64) budgetOption {
-	if math.IsNaN(r) || r < 0 || r > maxBudgetRatio {
-		panic(fmt.Sprintf("idem: NewBudget: ratio %v must be in [0, %d]", r, maxBudgetRatio))
+	if !validBudgetRatio(r) {
+		badArg(fmt.Sprintf("budgetRatio(%v)", r), fmt.Sprintf("0 <= ratio <= %d", maxBudgetRatio))
 	}
 	return func(c *budgetConfig) { c.ratio = r }
 }
+
+func validBudgetRatio(r float64) bool { return !math.IsNaN(r) && r >= 0 && r <= maxBudgetRatio }
+
+func validBudgetMinPerSecond(n int) bool { return n >= 0 && n <= maxBudgetMinPerSecond }
 
 // budgetMinPerSecond sets the retries per second that are allowed whatever
 // the ratio, so that a service with little traffic can still retry; the reserve
 // is n×TTL retries per TTL window. The default is 10; 0 is allowed. It panics
 // unless 0 <= n <= 1,000,000.
 func budgetMinPerSecond(n int) budgetOption {
-	if n < 0 || n > maxBudgetMinPerSecond {
-		panic(fmt.Sprintf("idem: NewBudget: minPerSecond %d must be in [0, %d]", n, maxBudgetMinPerSecond))
+	if !validBudgetMinPerSecond(n) {
+		badArg(fmt.Sprintf("budgetMinPerSecond(%d)", n), fmt.Sprintf("0 <= minPerSecond <= %d", maxBudgetMinPerSecond))
 	}
 	return func(c *budgetConfig) { c.minPerSecond = n }
 }
@@ -145,7 +149,7 @@ func budgetMinPerSecond(n int) budgetOption {
 // more. It panics unless 1s <= d <= 1h.
 func budgetTTL(d time.Duration) budgetOption {
 	if d < minBudgetTTL || d > maxBudgetTTL {
-		panic(fmt.Sprintf("idem: budgetTTL(%v): must be in [%v, %v]", d, minBudgetTTL, maxBudgetTTL))
+		badArg(fmt.Sprintf("budgetTTL(%v)", d), fmt.Sprintf("%v <= d <= %v", minBudgetTTL, maxBudgetTTL))
 	}
 	return func(c *budgetConfig) { c.ttl = d }
 }
@@ -158,7 +162,7 @@ func budgetTTL(d time.Duration) budgetOption {
 // rules, after its own Retry-After. It panics if n is negative.
 func budgetMaxHeldHosts(n int) budgetOption {
 	if n < 0 {
-		panic(fmt.Sprintf("idem: budgetMaxHeldHosts(%d): must not be negative", n))
+		badArg(fmt.Sprintf("budgetMaxHeldHosts(%d)", n), "n >= 0")
 	}
 	return func(c *budgetConfig) { c.maxHeldHosts = n }
 }
@@ -170,6 +174,12 @@ func budgetMaxHeldHosts(n int) budgetOption {
 // call the same dependency. It panics unless 0 <= ratio <= 100 (exact to six
 // decimals) and 0 <= minPerSecond <= 1,000,000.
 func NewBudget(ratio float64, minPerSecond int) *Budget {
+	if !validBudgetRatio(ratio) {
+		badArg(fmt.Sprintf("NewBudget(%v, %d)", ratio, minPerSecond), fmt.Sprintf("0 <= ratio <= %d", maxBudgetRatio))
+	}
+	if !validBudgetMinPerSecond(minPerSecond) {
+		badArg(fmt.Sprintf("NewBudget(%v, %d)", ratio, minPerSecond), fmt.Sprintf("0 <= minPerSecond <= %d", maxBudgetMinPerSecond))
+	}
 	return newBudget(budgetRatio(ratio), budgetMinPerSecond(minPerSecond))
 }
 
@@ -178,7 +188,7 @@ func newBudget(opts ...budgetOption) *Budget {
 	cfg := defaultBudgetConfig()
 	for _, opt := range opts {
 		if opt == nil {
-			panic("idem: NewBudget: nil option")
+			badArg("newBudget(nil budgetOption)", "a budgetOption")
 		}
 		opt(&cfg)
 	}

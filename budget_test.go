@@ -555,25 +555,28 @@ func TestBudgetOptionsPanic(t *testing.T) {
 	tests := []struct {
 		name string
 		f    func()
+		want string
 	}{
-		{"ratio negative", func() { budgetRatio(-0.1) }},
-		{"ratio NaN", func() { budgetRatio(math.NaN()) }},
-		{"ratio +Inf", func() { budgetRatio(math.Inf(1)) }},
-		{"ratio too big", func() { budgetRatio(100.5) }},
-		{"min negative", func() { budgetMinPerSecond(-1) }},
-		{"min too big", func() { budgetMinPerSecond(1_000_001) }},
-		{"TTL zero", func() { budgetTTL(0) }},
-		{"TTL too short", func() { budgetTTL(999 * time.Millisecond) }},
-		{"TTL too long", func() { budgetTTL(time.Hour + 1) }},
-		{"max held negative", func() { budgetMaxHeldHosts(-1) }},
-		{"nil option", func() { newBudget(nil) }},
+		{"ratio negative", func() { NewBudget(-0.1, 10) }, "idem: NewBudget(-0.1, 10): want 0 <= ratio <= 100"},
+		{"ratio NaN", func() { NewBudget(math.NaN(), 10) }, "idem: NewBudget(NaN, 10): want 0 <= ratio <= 100"},
+		{"ratio +Inf", func() { NewBudget(math.Inf(1), 10) }, "idem: NewBudget(+Inf, 10): want 0 <= ratio <= 100"},
+		{"ratio too big", func() { NewBudget(100.5, 10) }, "idem: NewBudget(100.5, 10): want 0 <= ratio <= 100"},
+		{"min negative", func() { NewBudget(0.1, -1) }, "idem: NewBudget(0.1, -1): want 0 <= minPerSecond <= 1000000"},
+		{"min too big", func() { NewBudget(0.1, 1_000_001) }, "idem: NewBudget(0.1, 1000001): want 0 <= minPerSecond <= 1000000"},
+		{"ratio option", func() { budgetRatio(-0.1) }, "idem: budgetRatio(-0.1): want 0 <= ratio <= 100"},
+		{"min option", func() { budgetMinPerSecond(-1) }, "idem: budgetMinPerSecond(-1): want 0 <= minPerSecond <= 1000000"},
+		{"TTL zero", func() { budgetTTL(0) }, "idem: budgetTTL(0s): want 1s <= d <= 1h0m0s"},
+		{"TTL too short", func() { budgetTTL(999 * time.Millisecond) }, "idem: budgetTTL(999ms): want 1s <= d <= 1h0m0s"},
+		{"TTL too long", func() { budgetTTL(time.Hour + 1) }, "idem: budgetTTL(1h0m0.000000001s): want 1s <= d <= 1h0m0s"},
+		{"max held negative", func() { budgetMaxHeldHosts(-1) }, "idem: budgetMaxHeldHosts(-1): want n >= 0"},
+		{"nil option", func() { newBudget(nil) }, "idem: newBudget(nil budgetOption): want a budgetOption"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			defer func() {
-				if recover() == nil {
-					t.Error("no panic")
+				if r := recover(); r != tt.want {
+					t.Errorf("panic %#v, want %q", r, tt.want)
 				}
 			}()
 			tt.f()

@@ -31,7 +31,9 @@
 // WithOnRetry and WithOnDone report retries and ends, WithLogger logs them.
 //
 // Options are checked when they are made: an impossible value panics there,
-// with a message that names the option, never later on a request. A zero
+// never later on a request, with a message "idem: <Func>(<value>): want
+// <what is allowed>", the form every idem package uses (WithMaxAttempts(0)
+// panics "idem: WithMaxAttempts(0): want n >= 1"). A zero
 // Transport is ready to use, with the defaults of NewTransport(nil) over
 // http.DefaultTransport; a zero Budget is NewBudget(0.1, 10).
 //

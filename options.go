@@ -2,18 +2,18 @@ package idem
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/google/uuid"
 )
 
 // An Option configures a Transport made by NewTransport or NewClient. Options
-// are checked when they are made: an impossible value panics there, with a
-// message that names the option, never later on a request. The same rule holds
-// for NewBudget's arguments.
+// are checked when they are made: an impossible value panics there, never
+// later on a request (the package documentation gives the message). The same
+// rule holds for NewBudget's arguments.
 type Option func(*config)
 
 // config is the immutable policy of a Transport.
@@ -50,9 +50,11 @@ func defaultConfig() config {
 	}
 }
 
-// optionPanic panics with "idem: <option>: <msg>".
-func optionPanic(option, msg string) {
-	panic("idem: " + option + ": " + msg)
+// badArg panics with "idem: <call>: want <want>", call being the function and
+// the value it was given, such as WithMaxAttempts(0): the message of every
+// panic for a bad option or argument in this package.
+func badArg(call, want string) {
+	panic("idem: " + call + ": want " + want)
 }
 
 // WithMaxAttempts sets how many attempts one operation may make, counting the
@@ -61,7 +63,7 @@ func optionPanic(option, msg string) {
 // seconds; see docs/client.md). 1 turns retrying off. It panics if n < 1.
 func WithMaxAttempts(n int) Option {
 	if n < 1 {
-		optionPanic("WithMaxAttempts", "n must be >= 1, got "+strconv.Itoa(n))
+		badArg(fmt.Sprintf("WithMaxAttempts(%d)", n), "n >= 1")
 	}
 	return func(c *config) { c.maxAttempts = n }
 }
@@ -71,10 +73,10 @@ func WithMaxAttempts(n int) Option {
 // if either is negative or base > max.
 func WithBackoff(base, max time.Duration) Option {
 	if base < 0 || max < 0 {
-		optionPanic("WithBackoff", "durations must not be negative, got base "+base.String()+", max "+max.String())
+		badArg(fmt.Sprintf("WithBackoff(%v, %v)", base, max), "base and max >= 0")
 	}
 	if base > max {
-		optionPanic("WithBackoff", "base must be <= max, got base "+base.String()+", max "+max.String())
+		badArg(fmt.Sprintf("WithBackoff(%v, %v)", base, max), "base <= max")
 	}
 	return func(c *config) { c.base, c.max = base, max }
 }
@@ -83,7 +85,7 @@ func WithBackoff(base, max time.Duration) Option {
 // panics if j is not one of the Jitter constants.
 func WithJitter(j Jitter) Option {
 	if !j.valid() {
-		optionPanic("WithJitter", "invalid Jitter "+strconv.Itoa(int(j)))
+		badArg(fmt.Sprintf("WithJitter(%d)", int(j)), "one of the Jitter constants")
 	}
 	return func(c *config) { c.jitter = j }
 }
@@ -96,7 +98,7 @@ func WithJitter(j Jitter) Option {
 // panics if d <= 0.
 func WithMaxElapsed(d time.Duration) Option {
 	if d <= 0 {
-		optionPanic("WithMaxElapsed", "d must be > 0, got "+d.String())
+		badArg(fmt.Sprintf("WithMaxElapsed(%v)", d), "a positive duration")
 	}
 	return func(c *config) { c.maxElapsed = d }
 }
@@ -112,7 +114,7 @@ func WithMaxElapsed(d time.Duration) Option {
 // answer until the cap (see the package documentation). 0 means no bound; it panics if d < 0.
 func WithAttemptTimeout(d time.Duration) Option {
 	if d < 0 {
-		optionPanic("WithAttemptTimeout", "d must not be negative, got "+d.String())
+		badArg(fmt.Sprintf("WithAttemptTimeout(%v)", d), "a duration >= 0")
 	}
 	return func(c *config) { c.attemptTimeout = d }
 }
@@ -123,7 +125,7 @@ func WithAttemptTimeout(d time.Duration) Option {
 // d (see the package documentation). It panics if d < 0.
 func WithMaxRetryAfter(d time.Duration) Option {
 	if d < 0 {
-		optionPanic("WithMaxRetryAfter", "d must not be negative, got "+d.String())
+		badArg(fmt.Sprintf("WithMaxRetryAfter(%v)", d), "a duration >= 0")
 	}
 	return func(c *config) { c.maxRetryAfter = d }
 }
@@ -144,7 +146,7 @@ func WithAutoKeys(on bool) Option {
 // ErrInvalidKey. It panics if gen is nil.
 func WithKeyGenerator(gen func() string) Option {
 	if gen == nil {
-		optionPanic("WithKeyGenerator", "gen must not be nil")
+		badArg("WithKeyGenerator(nil)", "a function")
 	}
 	return func(c *config) { c.keyGen = gen }
 }
@@ -182,7 +184,7 @@ func WithRetryBudget(b *Budget) Option {
 // panics if fn is nil.
 func WithOnRetry(fn func(ctx context.Context, next AttemptInfo)) Option {
 	if fn == nil {
-		optionPanic("WithOnRetry", "fn must not be nil")
+		badArg("WithOnRetry(nil)", "a function")
 	}
 	return func(c *config) { c.onRetry = fn }
 }
@@ -193,7 +195,7 @@ func WithOnRetry(fn func(ctx context.Context, next AttemptInfo)) Option {
 // WithOnDone functions all run, in the order given. It panics if fn is nil.
 func WithOnDone(fn func(ctx context.Context, r Report)) Option {
 	if fn == nil {
-		optionPanic("WithOnDone", "fn must not be nil")
+		badArg("WithOnDone(nil)", "a function")
 	}
 	return func(c *config) {
 		c.onDone = append(c.onDone[:len(c.onDone):len(c.onDone)], fn)
@@ -213,7 +215,7 @@ func WithOnDone(fn func(ctx context.Context, r Report)) Option {
 // is nil.
 func WithRetryIf(fn func(resp *http.Response, err error, retryable bool) bool) Option {
 	if fn == nil {
-		optionPanic("WithRetryIf", "fn must not be nil")
+		badArg("WithRetryIf(nil)", "a function")
 	}
 	return func(c *config) { c.retryIf = fn }
 }
@@ -223,7 +225,7 @@ func WithRetryIf(fn func(resp *http.Response, err error, retryable bool) bool) O
 // once, never retried. 0 turns buffering off. It panics if n < 0.
 func WithBodyBufferLimit(n int64) Option {
 	if n < 0 {
-		optionPanic("WithBodyBufferLimit", "n must not be negative, got "+strconv.FormatInt(n, 10))
+		badArg(fmt.Sprintf("WithBodyBufferLimit(%d)", n), "n >= 0")
 	}
 	return func(c *config) { c.bodyLimit = n }
 }
@@ -232,7 +234,7 @@ func WithBodyBufferLimit(n int64) Option {
 // *Error at level Warn (default: no logging). It panics if l is nil.
 func WithLogger(l *slog.Logger) Option {
 	if l == nil {
-		optionPanic("WithLogger", "l must not be nil")
+		badArg("WithLogger(nil)", "a *slog.Logger")
 	}
 	return func(c *config) { c.logger = l }
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,30 +19,29 @@ func TestOptionsPanic(t *testing.T) {
 		make func()
 		want string
 	}{
-		{"MaxAttempts 0", func() { WithMaxAttempts(0) }, "idem: WithMaxAttempts: n must be >= 1, got 0"},
-		{"MaxAttempts -1", func() { WithMaxAttempts(-1) }, "idem: WithMaxAttempts: n must be >= 1, got -1"},
-		{"Backoff negative", func() { WithBackoff(-1, time.Second) }, "idem: WithBackoff: durations must not be negative"},
-		{"Backoff base > max", func() { WithBackoff(2*time.Second, time.Second) }, "idem: WithBackoff: base must be <= max"},
-		{"Jitter invalid", func() { WithJitter(Jitter(9)) }, "idem: WithJitter: invalid Jitter 9"},
-		{"MaxElapsed 0", func() { WithMaxElapsed(0) }, "idem: WithMaxElapsed: d must be > 0"},
-		{"AttemptTimeout negative", func() { WithAttemptTimeout(-time.Second) }, "idem: WithAttemptTimeout: d must not be negative"},
-		{"MaxRetryAfter negative", func() { WithMaxRetryAfter(-1) }, "idem: WithMaxRetryAfter: d must not be negative"},
-		{"KeyGenerator nil", func() { WithKeyGenerator(nil) }, "idem: WithKeyGenerator: gen must not be nil"},
-		{"OnDone nil", func() { WithOnDone(nil) }, "idem: WithOnDone: fn must not be nil"},
-		{"RetryIf nil", func() { WithRetryIf(nil) }, "idem: WithRetryIf: fn must not be nil"},
-		{"OnRetry nil", func() { WithOnRetry(nil) }, "idem: WithOnRetry: fn must not be nil"},
-		{"BodyBufferLimit negative", func() { WithBodyBufferLimit(-1) }, "idem: WithBodyBufferLimit: n must not be negative"},
-		{"Logger nil", func() { WithLogger(nil) }, "idem: WithLogger: l must not be nil"},
-		{"nil Option", func() { NewTransport(nil, nil) }, "idem: NewTransport: nil Option"},
+		{"MaxAttempts 0", func() { WithMaxAttempts(0) }, "idem: WithMaxAttempts(0): want n >= 1"},
+		{"MaxAttempts -1", func() { WithMaxAttempts(-1) }, "idem: WithMaxAttempts(-1): want n >= 1"},
+		{"Backoff negative", func() { WithBackoff(-1, time.Second) }, "idem: WithBackoff(-1ns, 1s): want base and max >= 0"},
+		{"Backoff base > max", func() { WithBackoff(2*time.Second, time.Second) }, "idem: WithBackoff(2s, 1s): want base <= max"},
+		{"Jitter invalid", func() { WithJitter(Jitter(9)) }, "idem: WithJitter(9): want one of the Jitter constants"},
+		{"MaxElapsed 0", func() { WithMaxElapsed(0) }, "idem: WithMaxElapsed(0s): want a positive duration"},
+		{"AttemptTimeout negative", func() { WithAttemptTimeout(-time.Second) }, "idem: WithAttemptTimeout(-1s): want a duration >= 0"},
+		{"MaxRetryAfter negative", func() { WithMaxRetryAfter(-1) }, "idem: WithMaxRetryAfter(-1ns): want a duration >= 0"},
+		{"KeyGenerator nil", func() { WithKeyGenerator(nil) }, "idem: WithKeyGenerator(nil): want a function"},
+		{"OnDone nil", func() { WithOnDone(nil) }, "idem: WithOnDone(nil): want a function"},
+		{"RetryIf nil", func() { WithRetryIf(nil) }, "idem: WithRetryIf(nil): want a function"},
+		{"OnRetry nil", func() { WithOnRetry(nil) }, "idem: WithOnRetry(nil): want a function"},
+		{"BodyBufferLimit negative", func() { WithBodyBufferLimit(-1) }, "idem: WithBodyBufferLimit(-1): want n >= 0"},
+		{"Logger nil", func() { WithLogger(nil) }, "idem: WithLogger(nil): want a *slog.Logger"},
+		{"nil Option", func() { NewTransport(nil, nil) }, "idem: NewTransport(nil Option): want an Option"},
+		{"NewClient nil Option", func() { NewClient(nil) }, "idem: NewTransport(nil Option): want an Option"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			defer func() {
-				r := recover()
-				msg, _ := r.(string)
-				if !strings.HasPrefix(msg, tt.want) {
-					t.Errorf("panic %v, want a message starting %q", r, tt.want)
+				if r := recover(); r != tt.want {
+					t.Errorf("panic %#v, want %q", r, tt.want)
 				}
 			}()
 			tt.make()

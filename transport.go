@@ -44,7 +44,7 @@ func NewTransport(next http.RoundTripper, opts ...Option) *Transport {
 	cfg := defaultConfig()
 	for _, opt := range opts {
 		if opt == nil {
-			panic("idem: NewTransport: nil Option")
+			badArg("NewTransport(nil Option)", "an Option")
 		}
 		opt(&cfg)
 	}

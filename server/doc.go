@@ -51,11 +51,16 @@
 //
 // # Options
 //
-// An impossible option value is a programming error and panics when the
-// option is created, with a message naming it (server.WithTTL(0) panics
-// "idem/server: WithTTL: 0s is not positive"); a constructor panics on a nil
-// option, a nil required argument (Middleware(nil)), or a combination only it
-// can judge. Options are checked once, at construction, never per request,
-// and no constructor returns an error for its options. This holds for every
-// package of idem.
+// One rule holds for every package of idem (the client, server, memstore,
+// chaos, idemtest, pgstore, redisstore, ginidem, echoidem): an impossible
+// option value is a programming error and panics when the option is created,
+// with a message "<package>: <Func>(<value>): want <what is allowed>"
+// (server.WithTTL(0) panics "server: WithTTL(0s): want a positive duration"),
+// and a constructor panics, in the same form, on a nil option, a nil required
+// argument (Middleware(nil)), or a combination only it can judge (pgstore's
+// WithReservedConns against the pool's size). Options are checked once, at
+// construction, never per request; a value built without panicking is valid,
+// and no constructor returns an error for its options. Configuration read at
+// run time (flags, files) is validated by the program before it builds options,
+// as cmd/idem-server does.
 package server

@@ -18,9 +18,9 @@ type Guard struct {
 // impossible.
 func NewGuard(store Store, opts ...Option) *Guard {
 	if store == nil {
-		panic("idem/server: NewGuard: nil Store")
+		badArg("NewGuard(nil)", "a Store")
 	}
-	return &Guard{p: &protected{store: store, cfg: newConfig(opts)}}
+	return &Guard{p: &protected{store: store, cfg: newConfig("NewGuard", opts)}}
 }
 
 // Serve answers r on w as Middleware's handler would, with run in place of
@@ -48,10 +48,10 @@ func NewGuard(store Store, opts ...Option) *Guard {
 // passed: a protected request's r never is), and run's result is ignored.
 func (g *Guard) Serve(w http.ResponseWriter, r *http.Request, run func(w http.ResponseWriter, r *http.Request) (answered bool)) {
 	if g == nil || g.p == nil {
-		panic("idem/server: Guard used without NewGuard")
+		badArg("Guard.Serve on a zero Guard", "a Guard made by NewGuard")
 	}
 	if run == nil {
-		panic("idem/server: Guard.Serve: nil run")
+		badArg("Guard.Serve(w, r, nil)", "a run function")
 	}
 	if !g.p.cfg.needsKey(r.Method) {
 		run(w, r)

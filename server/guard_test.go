@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 )
 
@@ -17,16 +16,20 @@ func jsonHasType(t *testing.T, body []byte, typ string) bool {
 
 func TestGuardPanicsWhenMisused(t *testing.T) {
 	t.Parallel()
-	for name, f := range map[string]func(){
-		"nil store": func() { NewGuard(nil) },
-		"zero": func() {
+	for name, c := range map[string]struct {
+		f    func()
+		want string
+	}{
+		"nil store": {func() { NewGuard(nil) }, "server: NewGuard(nil): want a Store"},
+		"zero": {func() {
 			new(Guard).Serve(nil, request("POST", "/", ""), func(http.ResponseWriter, *http.Request) bool { return true })
-		},
-		"nil run": func() { NewGuard(&fakeStore{}).Serve(nil, request("POST", "/", ""), nil) },
+		}, "server: Guard.Serve on a zero Guard: want a Guard made by NewGuard"},
+		"nil run": {func() { NewGuard(&fakeStore{}).Serve(nil, request("POST", "/", ""), nil) },
+			"server: Guard.Serve(w, r, nil): want a run function"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if msg := mustPanic(t, f); !strings.Contains(msg, "Guard") {
-				t.Errorf("panic %q does not name the Guard", msg)
+			if msg := mustPanic(t, c.f); msg != c.want {
+				t.Errorf("panic %q, want %q", msg, c.want)
 			}
 		})
 	}

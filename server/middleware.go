@@ -25,12 +25,12 @@ var errStoreContract = errors.New("idem/server: the store broke the Store contra
 // a nil handler.
 func Middleware(store Store, opts ...Option) func(http.Handler) http.Handler {
 	if store == nil {
-		panic("idem/server: Middleware: nil Store")
+		badArg("Middleware(nil)", "a Store")
 	}
-	cfg := newConfig(opts)
+	cfg := newConfig("Middleware", opts)
 	return func(next http.Handler) http.Handler {
 		if next == nil {
-			panic("idem/server: Middleware: nil http.Handler")
+			badArg("Middleware(...)(nil)", "an http.Handler")
 		}
 		return &protected{store: store, cfg: cfg, next: next, serveNext: func(w http.ResponseWriter, r *http.Request) bool {
 			next.ServeHTTP(w, r)
@@ -166,7 +166,7 @@ func headerKey(h http.Header, max int) (string, error) {
 // response, and says whether the response may be recorded.
 func (ex *exchange) run(ctx context.Context) (resp *Response, keep bool) {
 	if ex.ran {
-		panic("idem/server: the Store called RunFunc twice")
+		panic("server: the Store called RunFunc twice")
 	}
 	ex.ran = true
 	r := ex.r.WithContext(ctx) // ctx carries the effect flag

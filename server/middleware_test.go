@@ -19,32 +19,34 @@ func TestMiddlewareConstructionPanics(t *testing.T) {
 		name, want string
 		f          func()
 	}{
-		{"nil store", "nil Store", func() { Middleware(nil) }},
-		{"nil handler", "nil http.Handler", func() { Middleware(store)(nil) }},
-		{"nil option", "nil Option", func() { Middleware(store, nil) }},
-		{"no methods", "WithMethods", func() { WithMethods() }},
-		{"bad method", "WithMethods", func() { WithMethods("PO ST") }},
-		{"key length 0", "WithMaxKeyLength", func() { WithMaxKeyLength(0) }},
-		{"key length 256", "WithMaxKeyLength", func() { WithMaxKeyLength(256) }},
-		{"ttl 0", "WithTTL", func() { WithTTL(0) }},
-		{"lock ttl negative", "WithLockTTL", func() { WithLockTTL(-time.Second) }},
-		{"body negative", "WithMaxBodyBytes", func() { WithMaxBodyBytes(-1) }},
-		{"response negative", "WithMaxResponseBytes", func() { WithMaxResponseBytes(-1) }},
-		{"nil scope", "WithScope", func() { WithScope(nil) }},
-		{"nil fingerprint", "WithFingerprint", func() { WithFingerprint(nil) }},
-		{"set-cookie", "WithStoredHeaders", func() { WithStoredHeaders("set-cookie") }},
-		{"date", "WithStoredHeaders", func() { WithStoredHeaders("Date") }},
-		{"connection", "WithStoredHeaders", func() { WithStoredHeaders("Connection") }},
-		{"transfer-encoding", "WithStoredHeaders", func() { WithStoredHeaders("Transfer-Encoding") }},
-		{"replay marker", "WithStoredHeaders", func() { WithStoredHeaders(HeaderReplayed) }},
-		{"bad header name", "WithStoredHeaders", func() { WithStoredHeaders("X Bad") }},
-		{"wait negative", "WithInProgressWait", func() { WithInProgressWait(-1) }},
-		{"nil hook", "WithOnOutcome", func() { WithOnOutcome(nil) }},
+		{"nil store", "server: Middleware(nil): want a Store", func() { Middleware(nil) }},
+		{"nil handler", "server: Middleware(...)(nil): want an http.Handler", func() { Middleware(store)(nil) }},
+		{"nil option", "server: Middleware(nil Option): want an Option", func() { Middleware(store, nil) }},
+		{"no methods", "server: WithMethods(): want at least one method", func() { WithMethods() }},
+		{"bad method", `server: WithMethods("PO ST"): want method names that are HTTP tokens`, func() { WithMethods("POST", "PO ST") }},
+		{"key length 0", "server: WithMaxKeyLength(0): want 1 <= n <= 255", func() { WithMaxKeyLength(0) }},
+		{"key length 256", "server: WithMaxKeyLength(256): want 1 <= n <= 255", func() { WithMaxKeyLength(256) }},
+		{"ttl 0", "server: WithTTL(0s): want a positive duration", func() { WithTTL(0) }},
+		{"lock ttl negative", "server: WithLockTTL(-1s): want a positive duration", func() { WithLockTTL(-time.Second) }},
+		{"body negative", "server: WithMaxBodyBytes(-1): want n >= 0", func() { WithMaxBodyBytes(-1) }},
+		{"response negative", "server: WithMaxResponseBytes(-1): want n >= 0", func() { WithMaxResponseBytes(-1) }},
+		{"nil scope", "server: WithScope(nil): want a function", func() { WithScope(nil) }},
+		{"nil fingerprint", "server: WithFingerprint(nil): want a Fingerprint", func() { WithFingerprint(nil) }},
+		{"set-cookie", `server: WithStoredHeaders("set-cookie"): want a header that may be stored and replayed (Set-Cookie never is)`, func() { WithStoredHeaders("set-cookie") }},
+		{"date", `server: WithStoredHeaders("Date"): want a header that may be stored and replayed (Date never is)`, func() { WithStoredHeaders("Date") }},
+		{"connection", `server: WithStoredHeaders("Connection"): want a header that may be stored and replayed (Connection never is)`, func() { WithStoredHeaders("Connection") }},
+		{"transfer-encoding", `server: WithStoredHeaders("Transfer-Encoding"): want a header that may be stored and replayed (Transfer-Encoding never is)`, func() { WithStoredHeaders("Transfer-Encoding") }},
+		{"replay marker", `server: WithStoredHeaders("Idempotent-Replayed"): want a header that may be stored and replayed (Idempotent-Replayed never is)`, func() { WithStoredHeaders(HeaderReplayed) }},
+		{"bad header name", `server: WithStoredHeaders("X Bad"): want header names that are HTTP tokens`, func() { WithStoredHeaders("X-Ok", "X Bad") }},
+		{"wait negative", "server: WithInProgressWait(-1ns): want a duration >= 0", func() { WithInProgressWait(-1) }},
+		{"nil hook", "server: WithOnOutcome(nil): want a function", func() { WithOnOutcome(nil) }},
+		{"guard nil store", "server: NewGuard(nil): want a Store", func() { NewGuard(nil) }},
+		{"guard nil option", "server: NewGuard(nil Option): want an Option", func() { NewGuard(store, nil) }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if msg := mustPanic(t, c.f); !strings.Contains(msg, c.want) {
-				t.Errorf("panic %q does not name %s", msg, c.want)
+			if msg := mustPanic(t, c.f); msg != c.want {
+				t.Errorf("panic %q, want %q", msg, c.want)
 			}
 		})
 	}

@@ -24,8 +24,8 @@ const (
 	DefaultInProgressWait = 5 * time.Second
 )
 
-// An Option configures Middleware. Options are validated once, when Middleware
-// is called: an impossible setting panics with a message naming the option.
+// An Option configures Middleware. An option with an impossible setting panics
+// when it is made, with the message the package documentation describes.
 type Option func(*config)
 
 // config is the middleware's immutable policy after construction.
@@ -46,7 +46,9 @@ type config struct {
 	now func() time.Time
 }
 
-func newConfig(opts []Option) *config {
+// newConfig applies opts for caller (Middleware or NewGuard), which a nil
+// option's panic names.
+func newConfig(caller string, opts []Option) *config {
 	c := &config{
 		methods:          []string{http.MethodPost, http.MethodPatch},
 		maxKeyLength:     MaxKeyLength,
@@ -61,7 +63,7 @@ func newConfig(opts []Option) *config {
 	}
 	for _, o := range opts {
 		if o == nil {
-			panic("idem/server: nil Option passed to Middleware")
+			badArg(caller+"(nil Option)", "an Option")
 		}
 		o(c)
 	}
@@ -85,12 +87,12 @@ func (c *config) needsKey(method string) bool {
 // business. Method names are case-sensitive HTTP tokens.
 func WithMethods(methods ...string) Option {
 	if len(methods) == 0 {
-		panic("idem/server: WithMethods: no methods given")
+		badArg("WithMethods()", "at least one method")
 	}
 	ms := make([]string, 0, len(methods))
 	for _, m := range methods {
 		if !isToken(m) {
-			panic(fmt.Sprintf("idem/server: WithMethods: %q is not a valid method name", m))
+			badArg(fmt.Sprintf("WithMethods(%q)", m), "method names that are HTTP tokens")
 		}
 		ms = append(ms, m)
 	}
@@ -101,7 +103,7 @@ func WithMethods(methods ...string) Option {
 // default) characters; longer keys are answered 400.
 func WithMaxKeyLength(n int) Option {
 	if n < 1 || n > MaxKeyLength {
-		panic(fmt.Sprintf("idem/server: WithMaxKeyLength: %d is outside 1..%d", n, MaxKeyLength))
+		badArg(fmt.Sprintf("WithMaxKeyLength(%d)", n), fmt.Sprintf("1 <= n <= %d", MaxKeyLength))
 	}
 	return func(c *config) { c.maxKeyLength = n }
 }
@@ -110,7 +112,7 @@ func WithMaxKeyLength(n int) Option {
 // same key is a new operation.
 func WithTTL(d time.Duration) Option {
 	if d <= 0 {
-		panic(fmt.Sprintf("idem/server: WithTTL: %v is not positive", d))
+		badArg(fmt.Sprintf("WithTTL(%v)", d), "a positive duration")
 	}
 	return func(c *config) { c.ttl = d }
 }
@@ -120,7 +122,7 @@ func WithTTL(d time.Duration) Option {
 // the handler in-process renew it while the handler runs.
 func WithLockTTL(d time.Duration) Option {
 	if d <= 0 {
-		panic(fmt.Sprintf("idem/server: WithLockTTL: %v is not positive", d))
+		badArg(fmt.Sprintf("WithLockTTL(%v)", d), "a positive duration")
 	}
 	return func(c *config) { c.lockTTL = d }
 }
@@ -130,7 +132,7 @@ func WithLockTTL(d time.Duration) Option {
 // is not asked, so nothing is claimed or stored.
 func WithMaxBodyBytes(n int64) Option {
 	if n < 0 {
-		panic(fmt.Sprintf("idem/server: WithMaxBodyBytes: %d is negative", n))
+		badArg(fmt.Sprintf("WithMaxBodyBytes(%d)", n), "n >= 0")
 	}
 	return func(c *config) { c.maxBodyBytes = n }
 }
@@ -144,7 +146,7 @@ func WithMaxBodyBytes(n int64) Option {
 // above the largest response a protected endpoint gives.
 func WithMaxResponseBytes(n int64) Option {
 	if n < 0 {
-		panic(fmt.Sprintf("idem/server: WithMaxResponseBytes: %d is negative", n))
+		badArg(fmt.Sprintf("WithMaxResponseBytes(%d)", n), "n >= 0")
 	}
 	return func(c *config) { c.maxResponseBytes = n }
 }
@@ -158,7 +160,7 @@ func WithMaxResponseBytes(n int64) Option {
 // handler is called.
 func WithScope(scope func(*http.Request) (string, error)) Option {
 	if scope == nil {
-		panic("idem/server: WithScope: nil function")
+		badArg("WithScope(nil)", "a function")
 	}
 	return func(c *config) { c.scope = scope }
 }
@@ -168,7 +170,7 @@ func WithScope(scope func(*http.Request) (string, error)) Option {
 // another fingerprint is answered 422.
 func WithFingerprint(f Fingerprint) Option {
 	if f == nil {
-		panic("idem/server: WithFingerprint: nil Fingerprint")
+		badArg("WithFingerprint(nil)", "a Fingerprint")
 	}
 	return func(c *config) { c.fingerprint = f }
 }
@@ -182,11 +184,11 @@ func WithStoredHeaders(names ...string) Option {
 	add := make([]string, 0, len(names))
 	for _, n := range names {
 		if !isToken(n) {
-			panic(fmt.Sprintf("idem/server: WithStoredHeaders: %q is not a valid header name", n))
+			badArg(fmt.Sprintf("WithStoredHeaders(%q)", n), "header names that are HTTP tokens")
 		}
 		k := http.CanonicalHeaderKey(n)
 		if neverStored[k] {
-			panic(fmt.Sprintf("idem/server: WithStoredHeaders: %s must never be stored or replayed", k))
+			badArg(fmt.Sprintf("WithStoredHeaders(%q)", n), "a header that may be stored and replayed ("+k+" never is)")
 		}
 		add = append(add, k)
 	}
@@ -224,7 +226,7 @@ var neverStored = map[string]bool{
 // docs/server.md in the repository). 0 answers 409 at once.
 func WithInProgressWait(max time.Duration) Option {
 	if max < 0 {
-		panic(fmt.Sprintf("idem/server: WithInProgressWait: %v is negative", max))
+		badArg(fmt.Sprintf("WithInProgressWait(%v)", max), "a duration >= 0")
 	}
 	return func(c *config) { c.inProgressWait = max }
 }
@@ -234,9 +236,16 @@ func WithInProgressWait(max time.Duration) Option {
 // goroutine and must not block.
 func WithOnOutcome(f func(OutcomeEvent)) Option {
 	if f == nil {
-		panic("idem/server: WithOnOutcome: nil function")
+		badArg("WithOnOutcome(nil)", "a function")
 	}
 	return func(c *config) { c.onOutcome = f }
+}
+
+// badArg panics with "server: <call>: want <want>", call being the function
+// and the value it was given, such as WithTTL(0s): the message of every panic
+// for a bad option or argument in this package.
+func badArg(call, want string) {
+	panic("server: " + call + ": want " + want)
 }
 
 // isToken reports whether s is a non-empty RFC 9110 token.

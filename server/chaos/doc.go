@@ -41,7 +41,7 @@
 // # Options
 //
 // Options follow the rule of every idem package (see package server):
-// an impossible setting panics when the option is created, naming it
-// (WithFailRate(1.5) panics "chaos: WithFailRate(1.5): want a rate from 0 to
-// 1"), and New panics on a nil Option.
+// an impossible setting panics when the option is created, and New on a nil
+// Option, with a message "chaos: <Func>(<value>): want <what is allowed>"
+// (WithFailRate(1.5) panics "chaos: WithFailRate(1.5): want 0 <= p <= 1").
 package chaos

@@ -30,7 +30,7 @@ func New(opts ...Option) *Injector {
 	cfg := defaultConfig()
 	for _, o := range opts {
 		if o == nil {
-			panic("chaos: New: nil Option")
+			panic("chaos: New(nil Option): want an Option")
 		}
 		o(&cfg)
 	}

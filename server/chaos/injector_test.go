@@ -40,22 +40,21 @@ func TestBadOptionsPanicWhenCreated(t *testing.T) {
 		make func()
 		want string
 	}{
-		{"fail rate above 1", func() { WithFailRate(1.5) }, "WithFailRate"},
-		{"fail rate negative", func() { WithFailRate(-0.1) }, "WithFailRate"},
-		{"drop rate NaN", func() { WithDropRate(nan()) }, "WithDropRate"},
-		{"delay negative", func() { WithDelayMax(-time.Second) }, "WithDelayMax"},
-		{"delay too long", func() { WithDelayMax(time.Hour) }, "WithDelayMax"},
-		{"nil rand", func() { WithRand(nil) }, "WithRand"},
-		{"nil crash", func() { WithCrash(nil) }, "WithCrash"},
-		{"nil option", func() { New(nil) }, "nil Option"},
+		{"fail rate above 1", func() { WithFailRate(1.5) }, "chaos: WithFailRate(1.5): want 0 <= p <= 1"},
+		{"fail rate negative", func() { WithFailRate(-0.1) }, "chaos: WithFailRate(-0.1): want 0 <= p <= 1"},
+		{"drop rate NaN", func() { WithDropRate(nan()) }, "chaos: WithDropRate(NaN): want 0 <= p <= 1"},
+		{"delay negative", func() { WithDelayMax(-time.Second) }, "chaos: WithDelayMax(-1s): want 0 <= d <= 1m0s"},
+		{"delay too long", func() { WithDelayMax(time.Hour) }, "chaos: WithDelayMax(1h0m0s): want 0 <= d <= 1m0s"},
+		{"nil rand", func() { WithRand(nil) }, "chaos: WithRand(nil): want a function"},
+		{"nil crash", func() { WithCrash(nil) }, "chaos: WithCrash(nil): want a function"},
+		{"nil option", func() { New(nil) }, "chaos: New(nil Option): want an Option"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			defer func() {
-				msg, _ := recover().(string)
-				if !strings.Contains(msg, tt.want) {
-					t.Errorf("panic %q, want one naming %s", msg, tt.want)
+				if r := recover(); r != tt.want {
+					t.Errorf("panic %#v, want %q", r, tt.want)
 				}
 			}()
 			tt.make()

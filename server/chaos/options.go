@@ -57,7 +57,7 @@ func WithDropRate(p float64) Option {
 // [0, d) (default 0: no random delay). d is at most MaxDelay.
 func WithDelayMax(d time.Duration) Option {
 	if d < 0 || d > MaxDelay {
-		panic(fmt.Sprintf("chaos: WithDelayMax(%v): want 0 to %v", d, MaxDelay))
+		panic(fmt.Sprintf("chaos: WithDelayMax(%v): want 0 <= d <= %v", d, MaxDelay))
 	}
 	return func(c *config) { c.delayMax = d }
 }
@@ -84,6 +84,6 @@ func WithCrash(f func()) Option {
 // checkRate panics, naming the option, unless p is a rate from 0 to 1.
 func checkRate(name string, p float64) {
 	if math.IsNaN(p) || p < 0 || p > 1 {
-		panic(fmt.Sprintf("chaos: %s(%v): want a rate from 0 to 1", name, p))
+		panic(fmt.Sprintf("chaos: %s(%v): want 0 <= p <= 1", name, p))
 	}
 }

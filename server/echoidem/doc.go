@@ -38,4 +38,9 @@
 // net/http sends), which is recorded. Streaming and hijacking
 // (websockets) cannot be recorded: protect only the endpoints that answer
 // whole. echo v5 is not supported by this package.
+//
+// Options panic as in every idem package, with a message "<package>:
+// <Func>(<value>): want <what is allowed>": an impossible server option when
+// it is made ("server: WithTTL(0s): want a positive duration"), Middleware on
+// a nil store or option ("echoidem: Middleware(nil): want a server.Store").
 package echoidem

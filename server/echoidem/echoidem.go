@@ -11,8 +11,8 @@ import (
 // Middleware returns echo middleware that protects the requests of the
 // configured methods (POST and PATCH by default) with an Idempotency-Key,
 // recording their responses in store, as server.Middleware does for
-// net/http; opts are server's options. It panics when store is nil or an
-// option is impossible.
+// net/http; opts are server's options. It panics when store or an option is
+// nil (see the package documentation for the message).
 //
 // The handler after it runs at most once per key: a replay, a refusal (400,
 // 401, 413, 422), a 409 or a store failure is answered by the middleware
@@ -23,6 +23,14 @@ import (
 // whose handler writes nothing is answered 500. Requests of a method that is
 // not protected go through as without the middleware, their error returned.
 func Middleware(store server.Store, opts ...server.Option) echo.MiddlewareFunc {
+	if store == nil {
+		panic("echoidem: Middleware(nil): want a server.Store")
+	}
+	for _, o := range opts {
+		if o == nil {
+			panic("echoidem: Middleware(nil Option): want a server.Option")
+		}
+	}
 	g := server.NewGuard(store, opts...)
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) (passed error) {

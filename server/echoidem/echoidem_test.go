@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -172,5 +173,29 @@ func TestUnprotectedMethodPassesThrough(t *testing.T) {
 	}
 	if !errors.Is(returned, echo.ErrTeapot) {
 		t.Errorf("a GET's error came back as %v, want it returned as without the middleware", returned)
+	}
+}
+
+func TestMiddlewarePanics(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		f    func()
+		want string
+	}{
+		{"nil store", func() { echoidem.Middleware(nil) }, "echoidem: Middleware(nil): want a server.Store"},
+		{"nil option", func() { echoidem.Middleware(memstore.New(), server.WithTTL(time.Hour), nil) }, "echoidem: Middleware(nil Option): want a server.Option"},
+		{"bad option", func() { echoidem.Middleware(memstore.New(), server.WithTTL(0)) }, "server: WithTTL(0s): want a positive duration"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			defer func() {
+				if r := recover(); r != tt.want {
+					t.Errorf("panic %#v, want %q", r, tt.want)
+				}
+			}()
+			tt.f()
+		})
 	}
 }

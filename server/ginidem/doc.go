@@ -41,4 +41,9 @@
 //
 // Streaming (c.Stream, SSE) and hijacking (websockets) cannot be recorded:
 // protect only the endpoints that answer whole.
+//
+// Options panic as in every idem package, with a message "<package>:
+// <Func>(<value>): want <what is allowed>": an impossible server option when
+// it is made ("server: WithTTL(0s): want a positive duration"), Middleware on
+// a nil store or option ("ginidem: Middleware(nil): want a server.Store").
 package ginidem

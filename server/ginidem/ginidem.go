@@ -11,8 +11,8 @@ import (
 // Middleware returns gin middleware that protects the requests of the
 // configured methods (POST and PATCH by default) with an Idempotency-Key,
 // recording their responses in store, as server.Middleware does for
-// net/http; opts are server's options. It panics when store is nil or an
-// option is impossible.
+// net/http; opts are server's options. It panics when store or an option is
+// nil (see the package documentation for the message).
 //
 // The handlers after it in the chain run at most once per key: a replay, a
 // refusal (400, 401, 413, 422), a 409 or a store failure is answered by the
@@ -24,6 +24,14 @@ import (
 // one registered after this one answers inside it, and its answer is
 // recorded by its status.
 func Middleware(store server.Store, opts ...server.Option) gin.HandlerFunc {
+	if store == nil {
+		panic("ginidem: Middleware(nil): want a server.Store")
+	}
+	for _, o := range opts {
+		if o == nil {
+			panic("ginidem: Middleware(nil Option): want a server.Option")
+		}
+	}
 	g := server.NewGuard(store, opts...)
 	return func(c *gin.Context) {
 		outer, req := c.Writer, c.Request

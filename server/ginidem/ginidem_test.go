@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -154,5 +155,29 @@ func TestUnprotectedMethodPassesThrough(t *testing.T) {
 	}
 	if declared {
 		t.Error("DeclareEffect on a GET = true")
+	}
+}
+
+func TestMiddlewarePanics(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		f    func()
+		want string
+	}{
+		{"nil store", func() { ginidem.Middleware(nil) }, "ginidem: Middleware(nil): want a server.Store"},
+		{"nil option", func() { ginidem.Middleware(memstore.New(), server.WithTTL(time.Hour), nil) }, "ginidem: Middleware(nil Option): want a server.Option"},
+		{"bad option", func() { ginidem.Middleware(memstore.New(), server.WithTTL(0)) }, "server: WithTTL(0s): want a positive duration"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			defer func() {
+				if r := recover(); r != tt.want {
+					t.Errorf("panic %#v, want %q", r, tt.want)
+				}
+			}()
+			tt.f()
+		})
 	}
 }

@@ -27,7 +27,8 @@
 //
 // # Options
 //
-// An impossible option value panics when the option is created, naming it
-// (WithStore(nil)); NewServer panics on a nil Option. It is the rule of every
-// idem package (see package server).
+// An impossible option value panics when the option is created, and
+// NewServer on a nil Option, with a message "idemtest: <Func>(<value>): want
+// <what is allowed>" (WithStore(nil) panics "idemtest: WithStore(nil): want a
+// server.Store"). It is the rule of every idem package (see package server).
 package idemtest

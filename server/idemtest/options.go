@@ -5,7 +5,8 @@ import (
 	"github.com/idemkit/idem/server/chaos"
 )
 
-// An Option configures a Server. Invalid options panic when they are created.
+// An Option configures a Server. An invalid option panics when it is created,
+// with the message the package documentation describes.
 type Option func(*config)
 
 type config struct {
@@ -18,7 +19,7 @@ type config struct {
 // does not close it.
 func WithStore(store server.Store) Option {
 	if store == nil {
-		panic("idemtest: WithStore(nil): store must not be nil")
+		panic("idemtest: WithStore(nil): want a server.Store")
 	}
 	return func(c *config) { c.store = store }
 }

@@ -28,7 +28,7 @@ func NewServer(opts ...Option) *Server {
 	var cfg config
 	for _, o := range opts {
 		if o == nil {
-			panic("idemtest: nil Option")
+			panic("idemtest: NewServer(nil Option): want an Option")
 		}
 		o(&cfg)
 	}

@@ -342,16 +342,19 @@ func TestNewServerPanics(t *testing.T) {
 		f    func()
 		want string
 	}{
-		{"nil store", func() { WithStore(nil) }, "WithStore"},
-		{"bad chaos option", func() { NewServer(WithChaos(chaos.WithFailRate(2))).Close() }, "WithFailRate"},
-		{"nil option", func() { NewServer(nil).Close() }, "nil Option"},
+		{"nil store", func() { WithStore(nil) }, "idemtest: WithStore(nil): want a server.Store"},
+		{"bad chaos option", func() { NewServer(WithChaos(chaos.WithFailRate(2))).Close() }, "chaos: WithFailRate(2): want 0 <= p <= 1"},
+		{"nil chaos option", func() { NewServer(WithChaos(nil)).Close() }, "chaos: New(nil Option): want an Option"},
+		{"bad middleware option", func() { NewServer(WithMiddlewareOptions(server.WithTTL(0))).Close() }, "server: WithTTL(0s): want a positive duration"},
+		{"nil middleware option", func() { NewServer(WithMiddlewareOptions(nil)).Close() }, "server: Middleware(nil Option): want an Option"},
+		{"nil option", func() { NewServer(nil).Close() }, "idemtest: NewServer(nil Option): want an Option"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			defer func() {
-				if msg, ok := recover().(string); !ok || !strings.Contains(msg, tt.want) {
-					t.Errorf("panic = %q, want one naming %s", msg, tt.want)
+				if r := recover(); r != tt.want {
+					t.Errorf("panic %#v, want %q", r, tt.want)
 				}
 			}()
 			tt.f()

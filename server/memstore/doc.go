@@ -65,6 +65,8 @@
 //
 // # Options
 //
-// An impossible option panics when it is created, naming it; New panics on a
-// nil Option (the rule of every idem package, see package server).
+// An impossible option panics when it is created, and New panics on a nil
+// Option, with a message "memstore: <Func>(<value>): want <what is allowed>"
+// (WithMaxBytes(-1) panics "memstore: WithMaxBytes(-1): want n >= 1"): the
+// rule of every idem package, see package server.
 package memstore

@@ -17,8 +17,8 @@ const (
 )
 
 // An Option configures a Store. An impossible setting panics when the option
-// is created, naming it, and New panics on a nil Option: the rule of every
-// server-side package (see package server).
+// is created, and New panics on a nil Option, with the message the package
+// documentation describes.
 type Option func(*config)
 
 type config struct {
@@ -36,7 +36,7 @@ func defaultConfig() config {
 // time.Now). Tests pass a fake clock.
 func WithClock(now func() time.Time) Option {
 	if now == nil {
-		panic("memstore: WithClock(nil): clock must not be nil")
+		badArg("WithClock(nil)", "a function")
 	}
 	return func(c *config) { c.now = now }
 }
@@ -46,7 +46,7 @@ func WithClock(now func() time.Time) Option {
 // fails with ErrFull.
 func WithMaxEntries(n int) Option {
 	if n < 1 {
-		panic(fmt.Sprintf("memstore: WithMaxEntries(%d): must be at least 1", n))
+		badArg(fmt.Sprintf("WithMaxEntries(%d)", n), "n >= 1")
 	}
 	return func(c *config) { c.maxEntries = n }
 }
@@ -59,7 +59,7 @@ func WithMaxEntries(n int) Option {
 // under.
 func WithMaxBytes(n int64) Option {
 	if n < 1 {
-		panic(fmt.Sprintf("memstore: WithMaxBytes(%d): must be at least 1", n))
+		badArg(fmt.Sprintf("WithMaxBytes(%d)", n), "n >= 1")
 	}
 	return func(c *config) { c.maxBytes = n }
 }
@@ -72,7 +72,14 @@ func WithMaxBytes(n int64) Option {
 // everyone) has no quota, having nobody to be fair to.
 func WithScopeShare(f float64) Option {
 	if !(f > 0 && f <= 1) {
-		panic(fmt.Sprintf("memstore: WithScopeShare(%v): must be above 0 and at most 1", f))
+		badArg(fmt.Sprintf("WithScopeShare(%v)", f), "0 < f <= 1")
 	}
 	return func(c *config) { c.scopeShare = f }
+}
+
+// badArg panics with "memstore: <call>: want <want>", call being the function
+// and the value it was given, such as WithMaxBytes(-1): the message of every
+// panic for a bad option or argument in this package.
+func badArg(call, want string) {
+	panic("memstore: " + call + ": want " + want)
 }

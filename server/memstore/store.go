@@ -48,7 +48,7 @@ func New(opts ...Option) *Store {
 	cfg := defaultConfig()
 	for _, o := range opts {
 		if o == nil {
-			panic("memstore: New: nil Option")
+			badArg("New(nil Option)", "an Option")
 		}
 		o(&cfg)
 	}

@@ -64,10 +64,11 @@
 // # Options
 //
 // An impossible option value is a programming error: the option panics when
-// it is made, with a message naming it and what it wants (WithLockTimeout(0)
-// panics "pgstore: WithLockTimeout(0s): want between 1ms and 1h"). New panics
-// on a nil pool or a nil Option, and on what only the pool can tell:
-// WithReservedConns(n) with n not below the pool's MaxConns. New does no I/O
+// it is made, with a message "pgstore: <Func>(<value>): want <what is
+// allowed>" (WithLockTimeout(0) panics "pgstore: WithLockTimeout(0s): want
+// 1ms <= d <= 1h"). New panics, in the same form, on a nil pool or a nil
+// Option, and on what only the pool can tell: WithReservedConns(n) with n not
+// below the pool's MaxConns. New does no I/O
 // and returns no error; Migrate and Do report the database's errors. It is the
 // rule of every idem package.
 package pgstore

@@ -16,8 +16,7 @@ const (
 )
 
 // An Option configures a Store. An option with an impossible value panics when
-// it is made, naming the option and what it wants; see the package
-// documentation.
+// it is made, with the message the package documentation describes.
 type Option func(*config)
 
 type config struct {
@@ -54,7 +53,7 @@ func WithTable(name string) Option {
 // It panics unless d is between 1ms and 1h.
 func WithLockTimeout(d time.Duration) Option {
 	if d < time.Millisecond || d > time.Hour {
-		panic(fmt.Sprintf("pgstore: WithLockTimeout(%v): want between 1ms and 1h", d))
+		panic(fmt.Sprintf("pgstore: WithLockTimeout(%v): want 1ms <= d <= 1h", d))
 	}
 	return func(c *config) { c.lockTimeout = d }
 }
@@ -71,7 +70,7 @@ func WithLockTimeout(d time.Duration) Option {
 // with nothing committed. It panics if d is negative.
 func WithIdleInTxTimeout(d time.Duration) Option {
 	if d < 0 {
-		panic(fmt.Sprintf("pgstore: WithIdleInTxTimeout(%v): want 0 or more", d))
+		panic(fmt.Sprintf("pgstore: WithIdleInTxTimeout(%v): want a duration >= 0", d))
 	}
 	return func(c *config) { c.idleInTx = d }
 }
@@ -86,7 +85,7 @@ func WithIdleInTxTimeout(d time.Duration) Option {
 // ConfigurePool for that). It panics if d is negative.
 func WithStatementTimeout(d time.Duration) Option {
 	if d < 0 {
-		panic(fmt.Sprintf("pgstore: WithStatementTimeout(%v): want 0 or more", d))
+		panic(fmt.Sprintf("pgstore: WithStatementTimeout(%v): want a duration >= 0", d))
 	}
 	return func(c *config) { c.statement = d }
 }
@@ -126,7 +125,7 @@ func WithAcquireTimeout(d time.Duration) Option {
 // negative, and New panics unless n is less than the pool's MaxConns.
 func WithReservedConns(n int) Option {
 	if n < 0 {
-		panic(fmt.Sprintf("pgstore: WithReservedConns(%d): want 0 or more", n))
+		panic(fmt.Sprintf("pgstore: WithReservedConns(%d): want n >= 0", n))
 	}
 	return func(c *config) { c.reserved = n }
 }

@@ -58,16 +58,16 @@ func TestOptionsPanicWhenMade(t *testing.T) {
 		{"two dots", func() pgstore.Option { return pgstore.WithTable("a.b.c") }, `pgstore: WithTable("a.b.c"): ` + wantTable},
 		{"space", func() pgstore.Option { return pgstore.WithTable("idem keys") }, `pgstore: WithTable("idem keys"): ` + wantTable},
 		{"too long", func() pgstore.Option { return pgstore.WithTable(strings.Repeat("k", 49)) }, `pgstore: WithTable("` + strings.Repeat("k", 49) + `"): ` + wantTable},
-		{"lock timeout zero", func() pgstore.Option { return pgstore.WithLockTimeout(0) }, "pgstore: WithLockTimeout(0s): want between 1ms and 1h"},
-		{"lock timeout below 1ms", func() pgstore.Option { return pgstore.WithLockTimeout(time.Microsecond) }, "pgstore: WithLockTimeout(1µs): want between 1ms and 1h"},
-		{"lock timeout above 1h", func() pgstore.Option { return pgstore.WithLockTimeout(time.Hour + 1) }, "pgstore: WithLockTimeout(1h0m0.000000001s): want between 1ms and 1h"},
+		{"lock timeout zero", func() pgstore.Option { return pgstore.WithLockTimeout(0) }, "pgstore: WithLockTimeout(0s): want 1ms <= d <= 1h"},
+		{"lock timeout below 1ms", func() pgstore.Option { return pgstore.WithLockTimeout(time.Microsecond) }, "pgstore: WithLockTimeout(1µs): want 1ms <= d <= 1h"},
+		{"lock timeout above 1h", func() pgstore.Option { return pgstore.WithLockTimeout(time.Hour + 1) }, "pgstore: WithLockTimeout(1h0m0.000000001s): want 1ms <= d <= 1h"},
 		{"finish timeout zero", func() pgstore.Option { return pgstore.WithFinishTimeout(0) }, "pgstore: WithFinishTimeout(0s): want a positive duration"},
-		{"idle-in-transaction timeout negative", func() pgstore.Option { return pgstore.WithIdleInTxTimeout(-time.Second) }, "pgstore: WithIdleInTxTimeout(-1s): want 0 or more"},
-		{"statement timeout negative", func() pgstore.Option { return pgstore.WithStatementTimeout(-time.Second) }, "pgstore: WithStatementTimeout(-1s): want 0 or more"},
+		{"idle-in-transaction timeout negative", func() pgstore.Option { return pgstore.WithIdleInTxTimeout(-time.Second) }, "pgstore: WithIdleInTxTimeout(-1s): want a duration >= 0"},
+		{"statement timeout negative", func() pgstore.Option { return pgstore.WithStatementTimeout(-time.Second) }, "pgstore: WithStatementTimeout(-1s): want a duration >= 0"},
 		{"finish timeout negative", func() pgstore.Option { return pgstore.WithFinishTimeout(-time.Second) }, "pgstore: WithFinishTimeout(-1s): want a positive duration"},
 		{"acquire timeout zero", func() pgstore.Option { return pgstore.WithAcquireTimeout(0) }, "pgstore: WithAcquireTimeout(0s): want a positive duration"},
 		{"acquire timeout negative", func() pgstore.Option { return pgstore.WithAcquireTimeout(-time.Second) }, "pgstore: WithAcquireTimeout(-1s): want a positive duration"},
-		{"reserve negative", func() pgstore.Option { return pgstore.WithReservedConns(-1) }, "pgstore: WithReservedConns(-1): want 0 or more"},
+		{"reserve negative", func() pgstore.Option { return pgstore.WithReservedConns(-1) }, "pgstore: WithReservedConns(-1): want n >= 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -113,8 +113,8 @@ func TestOptionsValidValues(t *testing.T) {
 func TestNewPanics(t *testing.T) {
 	t.Parallel()
 	pool := unreachablePool(t, 4)
-	requirePanic(t, "pgstore: New(nil): want a pool", func() { pgstore.New(nil) })
-	requirePanic(t, "pgstore: New: nil Option", func() { pgstore.New(pool, pgstore.WithTable("k"), nil) })
+	requirePanic(t, "pgstore: New(nil): want a *pgxpool.Pool", func() { pgstore.New(nil) })
+	requirePanic(t, "pgstore: New(nil Option): want an Option", func() { pgstore.New(pool, pgstore.WithTable("k"), nil) })
 	requirePanic(t, "pgstore: WithReservedConns(4): want fewer than the pool's MaxConns (4)",
 		func() { pgstore.New(pool, pgstore.WithReservedConns(4)) })
 	requirePanic(t, "pgstore: WithReservedConns(1): want fewer than the pool's MaxConns (1)",

@@ -50,7 +50,7 @@ type Reaper struct {
 // and may be called more than once. Negative settings panic.
 func (s *Store) StartReaper(ctx context.Context, r Reaper) (stop func()) {
 	if r.Interval < 0 || r.Batch < 0 {
-		panic(fmt.Sprintf("pgstore: StartReaper: negative Interval (%v) or Batch (%d)", r.Interval, r.Batch))
+		panic(fmt.Sprintf("pgstore: StartReaper(Reaper{Interval: %v, Batch: %d}): want Interval and Batch >= 0", r.Interval, r.Batch))
 	}
 	if r.Interval == 0 {
 		r.Interval = DefaultReapInterval

@@ -156,11 +156,9 @@ func TestStartReaper(t *testing.T) {
 	})
 
 	t.Run("negative settings panic", func(t *testing.T) {
-		defer func() {
-			if r := recover(); r == nil {
-				t.Fatal("no panic")
-			}
-		}()
-		e.store.StartReaper(context.Background(), pgstore.Reaper{Batch: -1})
+		requirePanic(t, "pgstore: StartReaper(Reaper{Interval: 0s, Batch: -1}): want Interval and Batch >= 0",
+			func() { e.store.StartReaper(context.Background(), pgstore.Reaper{Batch: -1}) })
+		requirePanic(t, "pgstore: StartReaper(Reaper{Interval: -1s, Batch: 0}): want Interval and Batch >= 0",
+			func() { e.store.StartReaper(context.Background(), pgstore.Reaper{Interval: -time.Second}) })
 	})
 }

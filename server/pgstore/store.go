@@ -72,13 +72,13 @@ func (s *Store) Ping(ctx context.Context) error {
 // or an option is nil, or if WithReservedConns asks for the whole pool.
 func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	if pool == nil {
-		panic("pgstore: New(nil): want a pool")
+		panic("pgstore: New(nil): want a *pgxpool.Pool")
 	}
 	cfg := config{table: DefaultTable, lockTimeout: DefaultLockTimeout, finishTimeout: DefaultFinishTimeout,
 		acquireTimeout: DefaultAcquireTimeout, reserved: -1, idleInTx: DefaultIdleInTxTimeout}
 	for _, o := range opts {
 		if o == nil {
-			panic("pgstore: New: nil Option")
+			panic("pgstore: New(nil Option): want an Option")
 		}
 		o(&cfg)
 	}

@@ -59,9 +59,10 @@
 // # Options
 //
 // An impossible option value is a programming error: the option panics when
-// it is made, with a message naming it and what it wants (WithOpTimeout(0)
-// panics "redisstore: WithOpTimeout(0s): want a positive timeout"). New panics
-// on a nil client or a nil Option, and on what only the client can tell:
-// WithMinReplicas with a client that cannot WAIT. Nothing is checked per
+// it is made, with a message "redisstore: <Func>(<value>): want <what is
+// allowed>" (WithOpTimeout(0) panics "redisstore: WithOpTimeout(0s): want a
+// positive timeout"). New panics, in the same form, on a nil client or a nil
+// Option, and on what only the client can tell: WithMinReplicas with a client
+// that cannot WAIT. Nothing is checked per
 // request. It is the rule of every idem package.
 package redisstore

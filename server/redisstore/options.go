@@ -14,8 +14,7 @@ const DefaultPrefix = "idem:"
 const DefaultOpTimeout = 2 * time.Second
 
 // An Option configures a Store. An option with an impossible value panics when
-// it is made, naming the option and what it wants; see the package
-// documentation.
+// it is made, with the message the package documentation describes.
 type Option func(*config)
 
 type config struct {
@@ -96,7 +95,7 @@ func WithEvictionAllowed() Option {
 // panics.
 func WithLogger(l *slog.Logger) Option {
 	if l == nil {
-		panic("redisstore: WithLogger(nil): want a logger")
+		panic("redisstore: WithLogger(nil): want a *slog.Logger")
 	}
 	return func(c *config) { c.logger = l }
 }

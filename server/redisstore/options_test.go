@@ -1,7 +1,6 @@
 package redisstore
 
 import (
-	"fmt"
 	"log/slog"
 	"testing"
 	"time"
@@ -37,7 +36,7 @@ func TestOptionsPanicWhenMade(t *testing.T) {
 		{"negative op timeout", func() Option { return WithOpTimeout(-time.Second) }, "redisstore: WithOpTimeout(-1s): want a positive timeout"},
 		{"zero replicas", func() Option { return WithMinReplicas(0, time.Second) }, "redisstore: WithMinReplicas(0, 1s): want n >= 1 and a positive timeout"},
 		{"zero replica timeout", func() Option { return WithMinReplicas(1, 0) }, "redisstore: WithMinReplicas(1, 0s): want n >= 1 and a positive timeout"},
-		{"nil logger", func() Option { return WithLogger(nil) }, "redisstore: WithLogger(nil): want a logger"},
+		{"nil logger", func() Option { return WithLogger(nil) }, "redisstore: WithLogger(nil): want a *slog.Logger"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -74,8 +73,8 @@ func TestNewPanics(t *testing.T) {
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}})
 	t.Cleanup(func() { _ = ring.Close() })
 	requirePanic(t, "redisstore: New(nil): want a Redis client", func() { New(nil) })
-	requirePanic(t, "redisstore: New: nil Option", func() { New(c, WithPrefix("p:"), nil) })
-	requirePanic(t, fmt.Sprintf("redisstore: WithMinReplicas: want a *redis.Client or *redis.ClusterClient, got %T", ring),
+	requirePanic(t, "redisstore: New(nil Option): want an Option", func() { New(c, WithPrefix("p:"), nil) })
+	requirePanic(t, "redisstore: New(*redis.Ring): want a *redis.Client or *redis.ClusterClient for WithMinReplicas",
 		func() { New(ring, WithMinReplicas(1, time.Second)) })
 	New(ring) // without WithMinReplicas any client does
 }

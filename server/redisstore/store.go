@@ -53,7 +53,7 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 	cfg := config{prefix: DefaultPrefix, opTimeout: DefaultOpTimeout, settleReplicasFor: defaultSettleReplicasFor}
 	for _, o := range opts {
 		if o == nil {
-			panic("redisstore: New: nil Option")
+			panic("redisstore: New(nil Option): want an Option")
 		}
 		o(&cfg)
 	}
@@ -61,7 +61,7 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 		switch client.(type) {
 		case *redis.Client, *redis.ClusterClient:
 		default:
-			panic(fmt.Sprintf("redisstore: WithMinReplicas: want a *redis.Client or *redis.ClusterClient, got %T", client))
+			panic(fmt.Sprintf("redisstore: New(%T): want a *redis.Client or *redis.ClusterClient for WithMinReplicas", client))
 		}
 	}
 	return &Store{client: client, cfg: cfg, direct: honoursDeadlines(client)}
