@@ -45,7 +45,7 @@ func newConfig(opts []Option) *config {
 // client's attempt spans); the default is the global one, otel.GetTracerProvider.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	if tp == nil {
-		panic("idemotel: WithTracerProvider: nil TracerProvider")
+		panic("idemotel: WithTracerProvider(nil): want a trace.TracerProvider")
 	}
 	return func(c *config) { c.tp = tp }
 }
@@ -54,7 +54,7 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 // default is the global one, otel.GetMeterProvider.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	if mp == nil {
-		panic("idemotel: WithMeterProvider: nil MeterProvider")
+		panic("idemotel: WithMeterProvider(nil): want a metric.MeterProvider")
 	}
 	return func(c *config) { c.mp = mp }
 }
@@ -83,7 +83,7 @@ func WithStoreName(name string) Option {
 // function, and a request without a route leaves the attribute out.
 func WithRoute(f func(*http.Request) string) Option {
 	if f == nil {
-		panic("idemotel: WithRoute: nil function")
+		panic("idemotel: WithRoute(nil): want a function")
 	}
 	return func(c *config) { c.route = f }
 }
