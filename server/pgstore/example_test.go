@@ -3,9 +3,14 @@ package pgstore_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log"
 	"net/http"
+	"net/http/httptest"
 	"os"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/pgstore"
@@ -64,4 +69,29 @@ func createPayment(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusCreated)
 	_ = json.NewEncoder(w).Encode(map[string]int64{"id": id})
+}
+
+// New over a pool whose server cannot be reached: the middleware fails closed,
+// answering 503 with Retry-After, and the handler never runs unprotected.
+// (The pool is built without connecting; nothing listens on port 1.)
+func ExampleNew() {
+	pool, err := pgxpool.New(context.Background(), "postgres://postgres@127.0.0.1:1/test?connect_timeout=1")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	store := pgstore.New(pool)
+
+	runs := 0
+	h := server.Middleware(store)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs++
+		w.WriteHeader(http.StatusCreated)
+	}))
+	req := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(`{"amount":1000}`))
+	req.Header.Set(server.HeaderKey, "order-7")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	fmt.Println(rec.Code, rec.Header().Get("Retry-After") != "", "runs:", runs)
+	// Output:
+	// 503 true runs: 0
 }

@@ -2,8 +2,11 @@ package redisstore_test
 
 import (
 	"context"
+	"fmt"
 	"log"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -42,4 +45,26 @@ func Example_sentinel() {
 	}
 	api := &payments.API{Ledger: payments.NewMemLedger()}
 	_ = http.ListenAndServe("127.0.0.1:8080", server.Middleware(store)(http.HandlerFunc(api.Create)))
+}
+
+// New over a client whose server cannot be reached: the middleware fails
+// closed, answering 503 with Retry-After, and the handler never runs
+// unprotected. (Nothing listens on port 1.)
+func ExampleNew() {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, ContextTimeoutEnabled: true})
+	defer func() { _ = rdb.Close() }()
+	store := redisstore.New(rdb)
+
+	runs := 0
+	h := server.Middleware(store)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs++
+		w.WriteHeader(http.StatusCreated)
+	}))
+	req := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(`{"amount":1000}`))
+	req.Header.Set(server.HeaderKey, "order-7")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	fmt.Println(rec.Code, rec.Header().Get("Retry-After") != "", "runs:", runs)
+	// Output:
+	// 503 true runs: 0
 }
