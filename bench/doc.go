@@ -23,4 +23,7 @@
 //     PostgreSQL and Redis are found through IDEM_POSTGRES_URL and
 //     IDEM_REDIS_ADDR; a store whose server cannot be reached is skipped and
 //     RESULTS.md says why.
+//  6. A server that does not implement keys: a real 409, bare in-progress
+//     409s, a 3 s total outage and a sustained one, with idem,
+//     go-retryablehttp and failsafe-go on their defaults (Foreign).
 package bench
