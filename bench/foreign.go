@@ -195,8 +195,9 @@ func (r ForeignResult) RequestsPerOp() float64 { return ratio(r.Requests, r.Ops)
 func (r ForeignResult) CompletedShare() float64 { return ratio(r.Completed, r.Ops) }
 
 // RunForeign runs every client in every scenario, each row against a server of
-// its own, all rows at once: the times measured are waits of the retry layers
-// (hundreds of milliseconds to seconds), which the other rows barely touch.
+// its own; the scenarios one after the other, the clients of a scenario at
+// the same time (the times measured are the retry layers' waits, hundreds of
+// milliseconds to seconds, which three rows side by side barely touch).
 func RunForeign(ctx context.Context, cfg ForeignConfig, clients []ForeignClient) ([]ForeignResult, error) {
 	if cfg.Ops <= 0 || cfg.DuplicateDelayMax < 0 {
 		return nil, fmt.Errorf("bench: RunForeign: Ops must be positive and DuplicateDelayMax not negative")
@@ -206,26 +207,26 @@ func RunForeign(ctx context.Context, cfg ForeignConfig, clients []ForeignClient)
 			return nil, fmt.Errorf("bench: RunForeign: scenario %q: %w", sc.Name, err)
 		}
 	}
-	n := len(cfg.Scenarios) * len(clients)
-	rows := make([]ForeignResult, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
+	var out []ForeignResult
 	for si, sc := range cfg.Scenarios {
+		rows := make([]ForeignResult, len(clients))
+		errs := make([]error, len(clients))
+		var wg sync.WaitGroup
 		for ci, c := range clients {
-			i := si*len(clients) + ci
 			wg.Go(func() {
-				rows[i], errs[i] = runForeignRow(ctx, cfg, sc, c, cfg.Seed^uint64(si)<<32^uint64(ci))
-				if errs[i] != nil {
-					errs[i] = fmt.Errorf("bench: foreign %q, %s: %w", sc.Name, c.Name, errs[i])
+				rows[ci], errs[ci] = runForeignRow(ctx, cfg, sc, c, cfg.Seed^uint64(si)<<32^uint64(ci))
+				if errs[ci] != nil {
+					errs[ci] = fmt.Errorf("bench: foreign %q, %s: %w", sc.Name, c.Name, errs[ci])
 				}
 			})
 		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return nil, err
+		}
+		out = append(out, rows...)
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return rows, nil
+	return out, nil
 }
 
 // foreignOp is what one operation of section 6 came to.

@@ -396,8 +396,9 @@ func (r *Report) writeForeign(w writef) {
 	c := r.ForeignCfg
 	w("## 6. A server that does not implement keys\n\n")
 	w("Most APIs a Go program calls are not idem's server. Each client below runs on its defaults, as a new user sets it " +
-		"up, over its own copy of one `http.Transport`, against a loopback server of its own; every row runs at the same " +
-		"time as the others (the times measured are the retry layers' waits, hundreds of milliseconds to seconds). ")
+		"up, over its own copy of one `http.Transport`, against a loopback server of its own; the scenarios run one after " +
+		"the other, the three clients of a scenario at the same time (the times measured are the retry layers' waits, " +
+		"hundreds of milliseconds to seconds). ")
 	var setups []string
 	for _, fc := range ForeignClients() {
 		setups = append(setups, fc.Name+": "+fc.Setup)

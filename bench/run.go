@@ -129,7 +129,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	if want(6) {
-		logf("6/6 a server that does not implement keys (%d operations per row, every row at once)", p.foreign.Ops)
+		logf("6/6 a server that does not implement keys (%d operations per row, the clients of a scenario at once)", p.foreign.Ops)
 		rep.ForeignCfg = p.foreign
 		if rep.Foreign, err = RunForeign(ctx, p.foreign, ForeignClients()); err != nil {
 			return nil, err
