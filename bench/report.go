@@ -18,6 +18,9 @@ func (r *Report) Markdown() string {
 	}
 	w("# idem benchmarks\n\n")
 	w("- Command: `%s`\n", r.Command)
+	if r.Revision != "" {
+		w("- Code measured: %s\n", r.Revision)
+	}
 	w("- Date: %s (took %v)\n", r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Elapsed.Round(time.Second))
 	w("- Machine: %s/%s, %s, %d cores (GOMAXPROCS %d), %s\n", r.Machine.OS, r.Machine.Arch, r.Machine.CPU,
 		r.Machine.Cores, r.Machine.GOMAXPROCS, r.Machine.GoVersion)

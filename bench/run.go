@@ -19,6 +19,9 @@ type Config struct {
 	Out string
 	// Command is how the run was started, quoted in RESULTS.md.
 	Command string
+	// Revision names the code measured (a commit), quoted in RESULTS.md when
+	// set.
+	Revision string
 	// Sections lists the sections to run (1 to 6); empty means all.
 	Sections []int
 	// Log receives one line of progress per step; nil discards it.
@@ -29,6 +32,7 @@ type Config struct {
 type Report struct {
 	Quick      bool
 	Command    string
+	Revision   string
 	Started    time.Time
 	Elapsed    time.Duration
 	Machine    Machine
@@ -75,7 +79,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	want := func(s int) bool { return len(cfg.Sections) == 0 || slices.Contains(cfg.Sections, s) }
-	rep := &Report{Quick: cfg.Quick, Command: cfg.Command, Started: time.Now(), Machine: ThisMachine()}
+	rep := &Report{Quick: cfg.Quick, Command: cfg.Command, Revision: cfg.Revision, Started: time.Now(), Machine: ThisMachine()}
 	p := paramsFor(cfg.Quick)
 	var err error
 
