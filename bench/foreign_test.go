@@ -431,3 +431,46 @@ func TestForeignConfigs(t *testing.T) {
 		t.Errorf("an in-progress scenario without a handler time: %v, want an error naming Handler", err)
 	}
 }
+
+// TestForeignReport checks the verdicts and the table of section 6 on rows
+// made up for the purpose.
+func TestForeignReport(t *testing.T) {
+	t.Parallel()
+	cfg := DefaultForeign()
+	byKind := func(k ForeignKind) ForeignScenario {
+		for _, sc := range cfg.Scenarios {
+			if sc.Kind == k {
+				return sc
+			}
+		}
+		t.Fatalf("no scenario of kind %d", k)
+		return ForeignScenario{}
+	}
+	rows := []ForeignResult{
+		{Scenario: byKind(ForeignConflict), Client: "idem", Ops: 50, Completed: 50, Requests: 50, AnswerP99: 30 * time.Millisecond},
+		{Scenario: byKind(ForeignConflict), Client: "go-retryablehttp", Ops: 50, Completed: 50, Requests: 50},
+		{Scenario: byKind(ForeignInProgress), Client: "idem", Ops: 50, Completed: 22, Requests: 500, LateP99: 800 * time.Millisecond},
+		{Scenario: byKind(ForeignOutage), Client: "idem", Ops: 50, Completed: 47, Requests: 150},
+		{Scenario: byKind(ForeignRefused), Client: "idem", Ops: 50, Completed: 12, Requests: 250},
+		{Scenario: byKind(ForeignSustained), Client: "idem", Ops: 500, Requests: 600},
+	}
+	got := strings.Join(foreignTargets(rows), "\n")
+	for _, want := range []string{
+		"plain 409: 1.00 requests per operation, time to answer p99 30ms (target 1 request, under 100ms: met)",
+		"22 of 50 duplicates completed, after the answer existed p99 800ms",
+		"every request answered 503, then healthy: 47 of 50 operations completed, 94% (target ≥ 95%: **not met**)",
+		"every connection refused, then healthy: 12 of 50 operations completed, 24% (target ≥ 95%: **not met**)",
+		"1.20 attempts per operation (target ≤ 1.5: met)",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("targets lack %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "go-retryablehttp") {
+		t.Errorf("targets judge a peer:\n%s", got)
+	}
+	md := (&Report{Foreign: rows, ForeignCfg: cfg}).Markdown()
+	if !strings.Contains(md, "## 6. A server that does not implement keys") || strings.Count(md, "\n| ") < len(rows)+1 {
+		t.Errorf("section 6 missing or short:\n%s", md)
+	}
+}

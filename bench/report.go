@@ -437,7 +437,7 @@ func (r *Report) writeForeign(w writef) {
 	}
 	w("\n")
 	if lines := foreignTargets(r.Foreign); len(lines) > 0 {
-		w("Targets for idem's defaults:\n\n")
+		w("Targets for idem's defaults, and what the contract says of the duplicates:\n\n")
 		for _, l := range lines {
 			w("- %s\n", l)
 		}
@@ -488,6 +488,14 @@ func foreignTargets(rows []ForeignResult) []string {
 			lines = append(lines, fmt.Sprintf("plain 409: %.2f requests per operation, time to answer p99 %s (target %.0f request, under %v: %s)",
 				f.RequestsPerOp(), opTime(f.AnswerP99), ConflictTargetRequests, ConflictTargetP99,
 				verdict(f.RequestsPerOp() <= ConflictTargetRequests && f.AnswerP99 < ConflictTargetP99)))
+		case ForeignInProgress:
+			late := "none completed"
+			if f.Completed > 0 {
+				late = "after the answer existed p99 " + opTime(f.LateP99)
+			}
+			lines = append(lines, fmt.Sprintf("bare in-progress 409, %v handler: %d of %d duplicates completed, %s "+
+				"(the contract: polled at a short interval, about 1 s at most, and boundedly when the server gives no sign)",
+				f.Scenario.Handler, f.Completed, f.Ops, late))
 		case ForeignOutage, ForeignRefused:
 			lines = append(lines, fmt.Sprintf("%s: %d of %d operations completed, %.0f%% (target ≥ %.0f%%: %s)", f.Scenario.Name,
 				f.Completed, f.Ops, 100*f.CompletedShare(), 100*OutageTargetCompleted, verdict(f.CompletedShare() >= OutageTargetCompleted)))
