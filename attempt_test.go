@@ -63,7 +63,7 @@ func TestFirstAttemptCapOverHTTP(t *testing.T) {
 			if el := time.Since(start); !tc.cancel && el < limit {
 				t.Errorf("returned after %v, before the %v cap", el, limit)
 			}
-			<-gone // the server saw the attempt cancelled
+			waitFor(t, gone, "the server never saw the attempt cancelled")
 		})
 	}
 }

@@ -46,7 +46,7 @@ func BenchmarkTransport(b *testing.B) {
 		}
 		req.Header.Set("Content-Type", "application/json")
 		if withKey {
-			req.Header.Set(HeaderIdempotencyKey, key)
+			req.Header.Set(headerKeyName, key)
 		}
 		resp, err := rt.RoundTrip(req)
 		if err != nil {
@@ -114,13 +114,14 @@ func BenchmarkTransport(b *testing.B) {
 // TestHotPathAllocs pins the allocations the Transport itself adds to a POST
 // that succeeds, with an in-memory next RoundTripper. A keyed attempt is a
 // copy of the caller's request with a copy of its header, to which it adds
-// Prefer: wait (and the key when the Transport adds it): 5 with the key on the
+// Prefer: wait (and the key when the Transport adds it), and whose context
+// carries the attempt's AttemptInfo (one allocation): 6 with the key on the
 // request and a caller's deadline inside the WithMaxElapsed cap (an
 // http.Client with Timeout, or a request deadline), which bounds the attempt.
 // Without a deadline the Transport bounds the first attempt itself so that
 // the operation ends within its cap, with plain code: context.WithCancelCause
 // (2), a time.AfterFunc timer and its function, and the boundedAttempt that
-// holds the cancel function and wraps the response body (10). A generated key
+// holds the cancel function and wraps the response body (11). A generated key
 // adds uuid.NewString (2) and needs no Prefer on its first attempt (no server
 // can have it in progress): one more in all. bench/ section 1 compares the
 // same configurations with go-retryablehttp over loopback.
@@ -134,10 +135,10 @@ func TestHotPathAllocs(t *testing.T) {
 		deadline bool
 		max      float64
 	}{
-		{"caller key, caller deadline inside the cap", true, true, 5},
-		{"caller key, no caller deadline", true, false, 10},
-		{"generated key, caller deadline inside the cap", false, true, 6},
-		{"generated key, no caller deadline", false, false, 11},
+		{"caller key, caller deadline inside the cap", true, true, 6},
+		{"caller key, no caller deadline", true, false, 11},
+		{"generated key, caller deadline inside the cap", false, true, 7},
+		{"generated key, no caller deadline", false, false, 12},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -149,7 +150,7 @@ func TestHotPathAllocs(t *testing.T) {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://x/", bytes.NewReader([]byte("{}")))
 			req.Header.Set("Content-Type", "application/json")
 			if tc.key {
-				req.Header.Set(HeaderIdempotencyKey, "k-123")
+				req.Header.Set(headerKeyName, "k-123")
 			}
 			allocs := testing.AllocsPerRun(100, func() {
 				r, err := tr.RoundTrip(req)
@@ -174,7 +175,7 @@ func BenchmarkTransportOverhead(b *testing.B) {
 	resp := &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody}
 	next := roundTripFunc(func(*http.Request) (*http.Response, error) { return resp, nil })
 	req, _ := http.NewRequest(http.MethodPost, "http://x/payments", bytes.NewReader([]byte("{}")))
-	req.Header.Set(HeaderIdempotencyKey, "6f1c1f0e-8a8e-4c4e-9a43-2b1d3c4e5f60")
+	req.Header.Set(headerKeyName, "6f1c1f0e-8a8e-4c4e-9a43-2b1d3c4e5f60")
 	for _, bc := range []struct {
 		name string
 		rt   http.RoundTripper

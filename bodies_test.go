@@ -210,7 +210,7 @@ func TestNonCanonicalKeyHeaderSentOnce(t *testing.T) {
 	t.Parallel()
 	var seen atomic.Value
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		seen.Store(strings.Join(r.Header.Values(HeaderIdempotencyKey), ","))
+		seen.Store(strings.Join(r.Header.Values(headerKeyName), ","))
 	}))
 	defer srv.Close()
 	req := mustRequest(t, context.Background(), http.MethodPost, srv.URL, "{}")
@@ -219,12 +219,12 @@ func TestNonCanonicalKeyHeaderSentOnce(t *testing.T) {
 	require.NoError(t, err)
 	_ = resp.Body.Close()
 	assert.Equal(t, "k1", seen.Load())
-	assert.Equal(t, "k1", KeyFromRequest(req))
+	assert.Equal(t, "k1", keyOf(resp))
 
 	// Two spellings are two values: an invalid key, nothing sent.
 	req = mustRequest(t, context.Background(), http.MethodPost, srv.URL, "{}")
 	req.Header["idempotency-key"] = []string{"k1"}
-	req.Header.Set(HeaderIdempotencyKey, "k2")
+	req.Header.Set(headerKeyName, "k2")
 	_, err = NewTransport(newHTTPTransport(t)).RoundTrip(req)
 	require.True(t, errors.Is(err, ErrInvalidKey), "err %v", err)
 }

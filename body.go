@@ -98,18 +98,6 @@ func (rb *replayBody) replayable() bool {
 	return rb.kind != bodyOnce
 }
 
-// sendsCallersBody reports whether the first attempt can send req's body as
-// it is.
-func (rb *replayBody) sendsCallersBody(req *http.Request) bool {
-	switch rb.kind {
-	case bodyNone, bodyGetBody:
-		return true
-	case bodyOnce:
-		return rb.once == req.Body
-	}
-	return false
-}
-
 // set gives the attempt's request r its body: for an attempt after the first
 // with GetBody, next (from the next method).
 func (rb *replayBody) set(r *http.Request, first bool, next io.ReadCloser) {
@@ -152,4 +140,12 @@ func (rb *replayBody) close(req *http.Request) {
 type prefixedBody struct {
 	io.Reader
 	io.Closer
+}
+
+// closeRequestBody closes req's body, as a RoundTripper must even when it
+// sends nothing.
+func closeRequestBody(req *http.Request) {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
 }

@@ -48,13 +48,12 @@ const (
 // A Budget also remembers hosts that answered 429 or 503 with a Retry-After, so
 // that every operation sharing the Budget holds back from that host until the
 // time it named, not only the operation that was told. At most MaxHeldHosts hosts
-// are held at once (see WithBudgetMaxHeldHosts).
+// are held at once (see budgetMaxHeldHosts).
 //
 // One Budget can be shared by any number of Transports and goroutines; give it to
 // every Transport that calls the same dependency. A nil *Budget allows every
-// retry and holds no host. The zero Budget is ready to use with the defaults:
-// Ratio 0.1, MinPerSecond 10, TTL 10s, MaxHeldHosts 1024. A Budget must not be
-// copied after first use.
+// retry and holds no host. The zero Budget is ready to use, as NewBudget(0.1,
+// 10). A Budget must not be copied after first use.
 type Budget struct {
 	once sync.Once
 	cfg  budgetConfig
@@ -116,62 +115,70 @@ func defaultBudgetConfig() budgetConfig {
 	}
 }
 
-// A BudgetOption configures a Budget made by NewBudget.
-type BudgetOption func(*budgetConfig)
+// budgetOption configures a Budget made by newBudget.
+type budgetOption func(*budgetConfig)
 
-// WithBudgetRatio sets how many retries each logical operation earns: with 0.1
+// budgetRatio sets how many retries each logical operation earns: with 0.1
 // (the default), ten operations pay for one retry. It must be a number in
 // [0, 100], exact to six decimals; 0 leaves only the MinPerSecond reserve.
-// WithBudgetRatio panics on any other value.
-func WithBudgetRatio(r float64) BudgetOption {
+// budgetRatio panics on any other value.
+func budgetRatio(r float64) budgetOption {
 	if math.IsNaN(r) || r < 0 || r > maxBudgetRatio {
-		panic(fmt.Sprintf("idem: WithBudgetRatio(%v): the ratio must be in [0, %d]", r, maxBudgetRatio))
+		panic(fmt.Sprintf("idem: NewBudget: ratio %v must be in [0, %d]", r, maxBudgetRatio))
 	}
 	return func(c *budgetConfig) { c.ratio = r }
 }
 
-// WithBudgetMinPerSecond sets the retries per second that are allowed whatever
+// budgetMinPerSecond sets the retries per second that are allowed whatever
 // the ratio, so that a service with little traffic can still retry; the reserve
 // is n×TTL retries per TTL window. The default is 10; 0 is allowed. It panics
 // unless 0 <= n <= 1,000,000.
-func WithBudgetMinPerSecond(n int) BudgetOption {
+func budgetMinPerSecond(n int) budgetOption {
 	if n < 0 || n > maxBudgetMinPerSecond {
-		panic(fmt.Sprintf("idem: WithBudgetMinPerSecond(%d): must be in [0, %d]", n, maxBudgetMinPerSecond))
+		panic(fmt.Sprintf("idem: NewBudget: minPerSecond %d must be in [0, %d]", n, maxBudgetMinPerSecond))
 	}
 	return func(c *budgetConfig) { c.minPerSecond = n }
 }
 
-// WithBudgetTTL sets the window over which deposits and retries count (default
+// budgetTTL sets the window over which deposits and retries count (default
 // 10s): a burst of failures can spend what the last TTL of traffic earned, and no
 // more. It panics unless 1s <= d <= 1h.
-func WithBudgetTTL(d time.Duration) BudgetOption {
+func budgetTTL(d time.Duration) budgetOption {
 	if d < minBudgetTTL || d > maxBudgetTTL {
-		panic(fmt.Sprintf("idem: WithBudgetTTL(%v): must be in [%v, %v]", d, minBudgetTTL, maxBudgetTTL))
+		panic(fmt.Sprintf("idem: budgetTTL(%v): must be in [%v, %v]", d, minBudgetTTL, maxBudgetTTL))
 	}
 	return func(c *budgetConfig) { c.ttl = d }
 }
 
-// WithBudgetMaxHeldHosts sets how many hosts can be held back (after a 429 or 503
+// budgetMaxHeldHosts sets how many hosts can be held back (after a 429 or 503
 // with Retry-After) at once; the default is 1024 and 0 turns holding off. When
 // the table is full, expired holds are dropped first; if it is still full, the
 // hold that ends soonest gives way (the new one itself, if it ends sooner than
 // all the others): a host that is not held is just retried under the ordinary
 // rules, after its own Retry-After. It panics if n is negative.
-func WithBudgetMaxHeldHosts(n int) BudgetOption {
+func budgetMaxHeldHosts(n int) budgetOption {
 	if n < 0 {
-		panic(fmt.Sprintf("idem: WithBudgetMaxHeldHosts(%d): must not be negative", n))
+		panic(fmt.Sprintf("idem: budgetMaxHeldHosts(%d): must not be negative", n))
 	}
 	return func(c *budgetConfig) { c.maxHeldHosts = n }
 }
 
-// NewBudget returns a Budget with the defaults (Ratio 0.1, MinPerSecond 10, TTL
-// 10s, MaxHeldHosts 1024) changed by opts. Share it between the Transports that
-// call the same dependency.
-func NewBudget(opts ...BudgetOption) *Budget {
+// NewBudget returns a Budget that allows ratio retries per logical operation
+// (0.1: ten operations pay for one retry) on top of minPerSecond retries per
+// second whatever the traffic, counted over a 10s window, and holds at most
+// 1024 hosts back at once (see Budget). Share it between the Transports that
+// call the same dependency. It panics unless 0 <= ratio <= 100 (exact to six
+// decimals) and 0 <= minPerSecond <= 1,000,000.
+func NewBudget(ratio float64, minPerSecond int) *Budget {
+	return newBudget(budgetRatio(ratio), budgetMinPerSecond(minPerSecond))
+}
+
+// newBudget returns a Budget with the defaults changed by opts.
+func newBudget(opts ...budgetOption) *Budget {
 	cfg := defaultBudgetConfig()
 	for _, opt := range opts {
 		if opt == nil {
-			panic("idem: NewBudget: nil BudgetOption")
+			panic("idem: NewBudget: nil option")
 		}
 		opt(&cfg)
 	}

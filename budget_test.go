@@ -62,7 +62,7 @@ func TestBudgetBoundsRetries(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			b := NewBudget(WithBudgetRatio(0.1), WithBudgetMinPerSecond(0))
+			b := newBudget(budgetRatio(0.1), budgetMinPerSecond(0))
 			const ops = 1000
 			retries := 0
 			for i := range ops {
@@ -87,7 +87,7 @@ func TestBudgetBoundsRetries(t *testing.T) {
 
 func TestBudgetBoundsRetriesConcurrent(t *testing.T) {
 	t.Parallel()
-	b := NewBudget(WithBudgetRatio(0.1), WithBudgetMinPerSecond(0))
+	b := newBudget(budgetRatio(0.1), budgetMinPerSecond(0))
 	const (
 		workers      = 32
 		opsPerWorker = 1000 / workers
@@ -125,7 +125,7 @@ func TestBudgetBoundsRetriesConcurrent(t *testing.T) {
 // the bound of every window, with the default reserve on.
 func TestBudgetSteadyState(t *testing.T) {
 	t.Parallel()
-	b := NewBudget() // ratio 0.1, 10/s, TTL 10s
+	b := newBudget() // ratio 0.1, 10/s, TTL 10s
 	const (
 		seconds   = 60
 		perSecond = 100
@@ -161,7 +161,7 @@ func TestBudgetSteadyState(t *testing.T) {
 
 func TestBudgetDepositsExpire(t *testing.T) {
 	t.Parallel()
-	b := NewBudget(WithBudgetRatio(0.1), WithBudgetMinPerSecond(0), WithBudgetTTL(10*time.Second))
+	b := newBudget(budgetRatio(0.1), budgetMinPerSecond(0), budgetTTL(10*time.Second))
 	for range 100 {
 		b.recordRequest(budgetT0)
 	}
@@ -187,7 +187,7 @@ func TestBudgetDepositsExpire(t *testing.T) {
 
 func TestBudgetMinPerSecondRefills(t *testing.T) {
 	t.Parallel()
-	b := NewBudget(WithBudgetRatio(0), WithBudgetMinPerSecond(2), WithBudgetTTL(10*time.Second))
+	b := newBudget(budgetRatio(0), budgetMinPerSecond(2), budgetTTL(10*time.Second))
 	take := func(now time.Time) int {
 		n := 0
 		for b.tryRetry(now) {
@@ -234,7 +234,7 @@ func TestBudgetRatioExact(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.ratio), func(t *testing.T) {
 			t.Parallel()
-			b := NewBudget(WithBudgetRatio(tt.ratio), WithBudgetMinPerSecond(0))
+			b := newBudget(budgetRatio(tt.ratio), budgetMinPerSecond(0))
 			for range tt.ops {
 				b.recordRequest(budgetT0)
 			}
@@ -253,7 +253,7 @@ func TestBudgetRatioExact(t *testing.T) {
 
 func TestBudgetRefundExact(t *testing.T) {
 	t.Parallel()
-	b := NewBudget()
+	b := newBudget()
 	for range 37 {
 		b.recordRequest(budgetT0)
 	}
@@ -293,8 +293,8 @@ func TestBudgetRefundAcrossTime(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			opts := []BudgetOption{WithBudgetRatio(0.5), WithBudgetMinPerSecond(1)}
-			b, twin := NewBudget(opts...), NewBudget(opts...)
+			opts := []budgetOption{budgetRatio(0.5), budgetMinPerSecond(1)}
+			b, twin := newBudget(opts...), newBudget(opts...)
 			var taken []time.Time
 			// Traffic every 250ms for 30s; at takeAt, three retries are taken
 			// and at refundAt they are refunded.
@@ -328,7 +328,7 @@ func TestBudgetRefundAcrossTime(t *testing.T) {
 
 func TestBudgetRefundNeverCreatesTokens(t *testing.T) {
 	t.Parallel()
-	b := NewBudget(WithBudgetRatio(0.1), WithBudgetMinPerSecond(0))
+	b := newBudget(budgetRatio(0.1), budgetMinPerSecond(0))
 	b.refund(budgetT0) // before anything happened
 	for range 10 {
 		b.recordRequest(budgetT0)
@@ -358,8 +358,8 @@ func TestBudgetRefundNeverCreatesTokens(t *testing.T) {
 // refunding with the first caller's time still returns that token.
 func TestBudgetRefundAfterSkew(t *testing.T) {
 	t.Parallel()
-	opts := []BudgetOption{WithBudgetRatio(1), WithBudgetMinPerSecond(0)}
-	b, twin := NewBudget(opts...), NewBudget(opts...)
+	opts := []budgetOption{budgetRatio(1), budgetMinPerSecond(0)}
+	b, twin := newBudget(opts...), newBudget(opts...)
 	for _, x := range []*Budget{b, twin} {
 		x.recordRequest(budgetT0)
 		x.recordRequest(budgetT0.Add(3 * time.Second))
@@ -378,7 +378,7 @@ func TestBudgetRefundAfterSkew(t *testing.T) {
 
 func TestBudgetRefundConcurrent(t *testing.T) {
 	t.Parallel()
-	b := NewBudget(WithBudgetRatio(0.1), WithBudgetMinPerSecond(0))
+	b := newBudget(budgetRatio(0.1), budgetMinPerSecond(0))
 	for range 50 { // 5 tokens for 16 workers: some retries are refused
 		b.recordRequest(budgetT0)
 	}
@@ -407,7 +407,7 @@ func TestBudgetRefundConcurrent(t *testing.T) {
 
 func TestBudgetClockGoesBack(t *testing.T) {
 	t.Parallel()
-	b := NewBudget(WithBudgetRatio(1), WithBudgetMinPerSecond(0))
+	b := newBudget(budgetRatio(1), budgetMinPerSecond(0))
 	b.recordRequest(budgetT0.Add(5 * time.Second))
 	b.recordRequest(budgetT0) // an earlier reading: counts in the newest bucket
 	if got := b.balance(budgetT0.Add(5 * time.Second)); got != 2*budgetScale {
@@ -443,7 +443,7 @@ func TestBudgetZeroValue(t *testing.T) {
 func TestBudgetHoldHost(t *testing.T) {
 	t.Parallel()
 	at := func(s int) time.Time { return budgetT0.Add(time.Duration(s) * time.Second) }
-	b := NewBudget()
+	b := newBudget()
 	if got := b.heldUntil("a", at(0)); !got.IsZero() {
 		t.Fatalf("unknown host held until %v", got)
 	}
@@ -477,7 +477,7 @@ func TestBudgetHoldHost(t *testing.T) {
 func TestBudgetHoldHostBounded(t *testing.T) {
 	t.Parallel()
 	at := func(s int) time.Time { return budgetT0.Add(time.Duration(s) * time.Second) }
-	b := NewBudget(WithBudgetMaxHeldHosts(3))
+	b := newBudget(budgetMaxHeldHosts(3))
 	b.holdHost("a", at(30))
 	b.holdHost("b", at(10))
 	b.holdHost("c", at(20))
@@ -517,7 +517,7 @@ func TestBudgetHoldHostBounded(t *testing.T) {
 
 func TestBudgetHoldHostDisabled(t *testing.T) {
 	t.Parallel()
-	b := NewBudget(WithBudgetMaxHeldHosts(0))
+	b := newBudget(budgetMaxHeldHosts(0))
 	b.holdHost("a", budgetT0.Add(time.Hour))
 	if got := b.heldUntil("a", budgetT0); !got.IsZero() {
 		t.Errorf("holding is off, but the host is held until %v", got)
@@ -526,7 +526,7 @@ func TestBudgetHoldHostDisabled(t *testing.T) {
 
 func TestBudgetHoldHostConcurrent(t *testing.T) {
 	t.Parallel()
-	b := NewBudget(WithBudgetMaxHeldHosts(8))
+	b := newBudget(budgetMaxHeldHosts(8))
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for w := range 8 {
@@ -556,17 +556,17 @@ func TestBudgetOptionsPanic(t *testing.T) {
 		name string
 		f    func()
 	}{
-		{"ratio negative", func() { WithBudgetRatio(-0.1) }},
-		{"ratio NaN", func() { WithBudgetRatio(math.NaN()) }},
-		{"ratio +Inf", func() { WithBudgetRatio(math.Inf(1)) }},
-		{"ratio too big", func() { WithBudgetRatio(100.5) }},
-		{"min negative", func() { WithBudgetMinPerSecond(-1) }},
-		{"min too big", func() { WithBudgetMinPerSecond(1_000_001) }},
-		{"TTL zero", func() { WithBudgetTTL(0) }},
-		{"TTL too short", func() { WithBudgetTTL(999 * time.Millisecond) }},
-		{"TTL too long", func() { WithBudgetTTL(time.Hour + 1) }},
-		{"max held negative", func() { WithBudgetMaxHeldHosts(-1) }},
-		{"nil option", func() { NewBudget(nil) }},
+		{"ratio negative", func() { budgetRatio(-0.1) }},
+		{"ratio NaN", func() { budgetRatio(math.NaN()) }},
+		{"ratio +Inf", func() { budgetRatio(math.Inf(1)) }},
+		{"ratio too big", func() { budgetRatio(100.5) }},
+		{"min negative", func() { budgetMinPerSecond(-1) }},
+		{"min too big", func() { budgetMinPerSecond(1_000_001) }},
+		{"TTL zero", func() { budgetTTL(0) }},
+		{"TTL too short", func() { budgetTTL(999 * time.Millisecond) }},
+		{"TTL too long", func() { budgetTTL(time.Hour + 1) }},
+		{"max held negative", func() { budgetMaxHeldHosts(-1) }},
+		{"nil option", func() { newBudget(nil) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -584,7 +584,7 @@ func TestBudgetOptionsPanic(t *testing.T) {
 func TestBudgetOptionLimits(t *testing.T) {
 	t.Parallel()
 	// The largest settings keep the arithmetic exact: MinPerSecond × TTL tokens.
-	b := NewBudget(WithBudgetRatio(100), WithBudgetMinPerSecond(1_000_000), WithBudgetTTL(time.Hour))
+	b := newBudget(budgetRatio(100), budgetMinPerSecond(1_000_000), budgetTTL(time.Hour))
 	if got, want := b.balance(budgetT0), int64(1_000_000*3600)*budgetScale; got != want {
 		t.Errorf("balance = %d, want %d", got, want)
 	}
@@ -595,7 +595,7 @@ func TestBudgetOptionLimits(t *testing.T) {
 }
 
 func TestBudgetHotPathAllocs(t *testing.T) {
-	b := NewBudget()
+	b := newBudget()
 	b.holdHost("held", budgetT0.Add(time.Hour))
 	now := budgetT0
 	allocs := testing.AllocsPerRun(1000, func() {
@@ -638,7 +638,7 @@ func BenchmarkBudgetParallel(b *testing.B) {
 		budget *Budget
 	}{
 		{"nil", nil},
-		{"budget", NewBudget()},
+		{"budget", newBudget()},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()

@@ -6,40 +6,8 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"time"
 )
-
-// Reason says why an attempt is retried.
-type Reason int
-
-const (
-	// ReasonTransportError: the attempt ended in a transport error that is not
-	// known to be permanent (a reset or closed connection, an HTTP/2 stream
-	// or connection error, a timeout of the next RoundTripper).
-	ReasonTransportError Reason = iota + 1
-	// ReasonAttemptTimeout: the attempt's response headers did not arrive within
-	// WithAttemptTimeout (or before WithMaxElapsed).
-	ReasonAttemptTimeout
-	// ReasonStatus: the server answered 408, 429, 500, 502, 503 or 504.
-	ReasonStatus
-	// ReasonInProgress: the server answered 409 to a keyed request: the first
-	// attempt with that key is still running.
-	ReasonInProgress
-)
-
-// String returns the reason's name.
-func (r Reason) String() string {
-	switch r {
-	case ReasonTransportError:
-		return "transport error"
-	case ReasonAttemptTimeout:
-		return "attempt timeout"
-	case ReasonStatus:
-		return "retryable status"
-	case ReasonInProgress:
-		return "in progress"
-	}
-	return "unknown"
-}
 
 // outcome is what one attempt came to, as classify sees it: a status, or a
 // transport error (err), or a time-out of the attempt's own bound.
@@ -47,6 +15,13 @@ type outcome struct {
 	status   int   // the response's status code; 0 when there was no response
 	err      error // the next RoundTripper's error
 	timedOut bool  // the attempt's bound (WithAttemptTimeout or the cap) cut it
+	// retryAfter is the Retry-After of a 409, 429 or 503, when it has a valid
+	// one (hasRetryAfter).
+	retryAfter    time.Duration
+	hasRetryAfter bool
+	// custom is the WithRetryIf predicate's word: +1 retry, -1 do not, 0 as
+	// the table says.
+	custom int8
 }
 
 // refusal says why an outcome is not retried.
@@ -59,53 +34,59 @@ const (
 	refuseRequest                // a retryable outcome, but the request may not be repeated (unkeyed POST)
 )
 
-// classify is the retry rule of CONTRACT.md §1 as a pure function: given the
-// request's method, whether the operation is keyed, whether WithRetryUnsent is
-// on, and what an attempt came to, it returns why the attempt may be retried,
-// or 0 and why not.
-func classify(method string, keyed, retryUnsent bool, out outcome) (Reason, refusal) {
+// classify is the retry table of CONTRACT.md §1 as a pure function: given
+// the request's method, whether the operation is keyed, whether the attempt
+// was the first under a key generated for it (fresh), and what the attempt
+// came to, it returns why the attempt may be retried (an AttemptInfo.Reason),
+// or "" and why not. The verdict of a WithRetryIf predicate (out.custom) can
+// add a retryable outcome or refuse one; it never makes a request that may
+// not be repeated (a POST or PATCH without a key) repeat.
+func classify(method string, keyed, fresh bool, out outcome) (string, refusal) {
 	repeatable := keyed || idempotentMethod(method)
+	reason, why := tableReason(keyed, fresh, out)
+	switch {
+	case out.custom < 0:
+		if reason != "" {
+			reason, why = "", refuseFinal
+			if out.status == 0 {
+				why = refuseError
+			}
+		}
+	case out.custom > 0 && reason == "":
+		reason, why = reasonCustom, refuseNone
+	}
+	switch {
+	case reason == "":
+		return "", why
+	case !repeatable:
+		return "", refuseRequest
+	}
+	return reason, refuseNone
+}
+
+// tableReason is the table alone: why the outcome may be retried when the
+// request may be repeated, or "" and why not.
+func tableReason(keyed, fresh bool, out outcome) (string, refusal) {
 	switch {
 	case out.timedOut:
-		if !repeatable {
-			return 0, refuseRequest
-		}
-		return ReasonAttemptTimeout, refuseNone
+		return reasonAttemptTimeout, refuseNone
 	case out.err != nil:
-		switch classifyError(out.err) {
-		case errPermanent:
-			return 0, refuseError
-		case errUnprocessed:
-			return ReasonTransportError, refuseNone
-		case errUnsent:
-			if repeatable || retryUnsent {
-				return ReasonTransportError, refuseNone
-			}
-			return 0, refuseRequest
+		if classifyError(out.err) == errPermanent {
+			return "", refuseError
 		}
-		if !repeatable {
-			return 0, refuseRequest
-		}
-		return ReasonTransportError, refuseNone
+		return reasonNetwork, refuseNone
 	}
-	var r Reason
 	switch out.status {
 	case http.StatusRequestTimeout, http.StatusTooManyRequests,
 		http.StatusInternalServerError, http.StatusBadGateway,
 		http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		r = ReasonStatus
+		return reasonStatus, refuseNone
 	case http.StatusConflict:
-		if keyed {
-			r = ReasonInProgress
+		if keyed && !fresh {
+			return reasonInProgress, refuseNone
 		}
 	}
-	switch {
-	case r == 0:
-		return 0, refuseFinal
-	case !repeatable:
-		return 0, refuseRequest
-	}
-	return r, refuseNone
+	return "", refuseFinal
 }
 
 // idempotentMethod reports whether RFC 9110 makes method idempotent ("" is GET).
@@ -144,30 +125,7 @@ const (
 	errTransient errClass = iota
 	// errPermanent: retrying cannot help (see classifyError).
 	errPermanent
-	// errUnsent: the connection never opened (a dial error): the server cannot
-	// have seen the request. An unkeyed POST is retried only with
-	// WithRetryUnsent.
-	errUnsent
-	// errUnprocessed: the server says it did not process the request (HTTP/2
-	// REFUSED_STREAM): any request may be retried.
-	errUnprocessed
 )
-
-// h2StreamError has the fields of net/http's HTTP/2 stream error (and of
-// golang.org/x/net/http2.StreamError): net/http's error converts itself into
-// any struct with these fields through its As method, so errors.As finds the
-// code without naming an unexported type or reading the error's text.
-type h2StreamError struct {
-	StreamID uint32
-	Code     uint32
-	Cause    error
-}
-
-func (e h2StreamError) Error() string { return "http2 stream error" }
-
-// h2RefusedStream is HTTP/2's REFUSED_STREAM (RFC 9113 §7): the stream was
-// refused before any processing.
-const h2RefusedStream = 0x7
 
 // classifyError says what err, returned by the next RoundTripper for one
 // attempt, means for a retry. It decides by type, never by text. The errors
@@ -185,8 +143,6 @@ func classifyError(err error) errClass {
 		recordHeader     tls.RecordHeaderError
 		alert            tls.AlertError
 		dnsErr           *net.DNSError
-		opErr            *net.OpError
-		streamErr        h2StreamError
 	)
 	switch {
 	case errors.As(err, &unknownAuthority), errors.As(err, &certInvalid),
@@ -197,10 +153,6 @@ func classifyError(err error) errClass {
 		return errPermanent // an HTTP server on an https URL
 	case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
 		return errPermanent // a name that does not exist
-	case errors.As(err, &opErr) && opErr.Op == "dial":
-		return errUnsent
-	case errors.As(err, &streamErr) && streamErr.Code == h2RefusedStream:
-		return errUnprocessed
 	}
 	return errTransient
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"testing/synctest"
 
 	"github.com/jarcoal/httpmock"
 )
@@ -63,41 +64,51 @@ func TestRetryTableStatus(t *testing.T) {
 			if (retryable[status] || status == 409 && m.keyed) && (idempotent[m.method] || m.keyed) {
 				want = maxAttempts
 			}
-			if status == 409 && m.keyed {
+			switch {
+			case status == 409 && m.keyed && !m.ctxKey:
+				want = 1 // the first attempt under a generated key: no server can have it in progress
+			case status == 409 && m.keyed:
 				want = 1 + 10 // 409 polls do not use up attempts: the first, then at most 10 retries after a 409
 			}
 			t.Run(fmt.Sprintf("%s/%d", m.name, status), func(t *testing.T) {
 				t.Parallel()
-				mock := httpmock.NewMockTransport()
-				var keys []string
-				mock.RegisterResponder(m.method, mockURL, func(req *http.Request) (*http.Response, error) {
-					keys = append(keys, req.Header.Get(HeaderIdempotencyKey))
-					return httpmock.NewStringResponse(status, "x"), nil
-				})
-				opts := append([]Option{WithMaxAttempts(maxAttempts), noWait()}, m.opts...)
-				tr := NewTransport(mock, opts...)
-				ctx := context.Background()
-				if m.ctxKey {
-					ctx = WithKey(ctx, "key-from-context")
-				}
-				resp, err := tr.RoundTrip(mustRequest(t, ctx, m.method, mockURL, "payload"))
-				if err != nil {
-					t.Fatalf("RoundTrip: %v", err)
-				}
-				if resp.StatusCode != status {
-					t.Errorf("status %d, want %d", resp.StatusCode, status)
-				}
-				_ = resp.Body.Close()
-				if got := mock.GetTotalCallCount(); got != want {
-					t.Errorf("%d attempts, want %d", got, want)
-				}
-				for _, k := range keys {
-					if (k != "") != m.keyed || k != keys[0] {
-						t.Errorf("keys sent %q: want one key on every attempt=%v", keys, m.keyed)
-						break
-					}
-				}
+				// A bubble: the polls after a bare 409 wait up to 1s each.
+				synctest.Test(t, func(t *testing.T) { retryTableCase(t, m, status, want) })
 			})
+		}
+	}
+}
+
+// retryTableCase sends one request of the table and checks its attempts.
+func retryTableCase(t *testing.T, m retryMethod, status, want int) {
+	const maxAttempts = 3
+	mock := httpmock.NewMockTransport()
+	var keys []string
+	mock.RegisterResponder(m.method, mockURL, func(req *http.Request) (*http.Response, error) {
+		keys = append(keys, req.Header.Get(headerKeyName))
+		return httpmock.NewStringResponse(status, "x"), nil
+	})
+	opts := append([]Option{WithMaxAttempts(maxAttempts), noWait()}, m.opts...)
+	tr := NewTransport(mock, opts...)
+	ctx := context.Background()
+	if m.ctxKey {
+		ctx = ContextWithKey(ctx, "key-from-context")
+	}
+	resp, err := tr.RoundTrip(mustRequest(t, ctx, m.method, mockURL, "payload"))
+	if err != nil {
+		t.Fatalf("RoundTrip: %v", err)
+	}
+	if resp.StatusCode != status {
+		t.Errorf("status %d, want %d", resp.StatusCode, status)
+	}
+	_ = resp.Body.Close()
+	if got := mock.GetTotalCallCount(); got != want {
+		t.Errorf("%d attempts, want %d", got, want)
+	}
+	for _, k := range keys {
+		if (k != "") != m.keyed || k != keys[0] {
+			t.Errorf("keys sent %q: want one key on every attempt=%v", keys, m.keyed)
+			break
 		}
 	}
 }
@@ -113,16 +124,18 @@ func TestRetryTableErrors(t *testing.T) {
 		name string
 		err  error
 		// class: "transient" is retried for idempotent or keyed requests,
-		// "unsent" also for unkeyed ones with WithRetryUnsent, "permanent" never.
+		// "permanent" never. An unkeyed POST is never retried, whatever the
+		// error (a dial error or HTTP/2 REFUSED_STREAM included: the
+		// contract's "one attempt only").
 		class string
 	}{
-		{"connection refused", refused, "unsent"},
+		{"connection refused", refused, "transient"},
 		{"connection reset", reset, "transient"},
 		{"EOF", io.EOF, "transient"},
 		{"unexpected EOF", fmt.Errorf("reading: %w", io.ErrUnexpectedEOF), "transient"},
 		{"timeout", timeoutErr{}, "transient"},
 		{"broken pipe", syscall.EPIPE, "transient"},
-		{"dns temporary", &net.OpError{Op: "dial", Err: &net.DNSError{Err: "server misbehaving", IsTemporary: true}}, "unsent"},
+		{"dns temporary", &net.OpError{Op: "dial", Err: &net.DNSError{Err: "server misbehaving", IsTemporary: true}}, "transient"},
 		{"dns not found", dnsNotFound, "permanent"},
 		{"unknown authority", x509.UnknownAuthorityError{}, "permanent"},
 		{"certificate invalid", x509.CertificateInvalidError{Reason: x509.Expired}, "permanent"},
@@ -134,7 +147,7 @@ func TestRetryTableErrors(t *testing.T) {
 		// An error not known to be permanent may be repeated (issue 9).
 		{"unknown error", errors.New("signing failed"), "transient"},
 		{"http2 internal error", h2StreamError{StreamID: 1, Code: 0x2}, "transient"},
-		{"http2 refused stream", h2StreamError{StreamID: 1, Code: 0x7}, "unprocessed"},
+		{"http2 refused stream", h2StreamError{StreamID: 1, Code: 0x7}, "transient"},
 	}
 	reqs := []struct {
 		name   string
@@ -144,11 +157,11 @@ func TestRetryTableErrors(t *testing.T) {
 		// retried lists the classes retried for this request.
 		retried map[string]bool
 	}{
-		{"GET", http.MethodGet, nil, false, map[string]bool{"transient": true, "unsent": true, "unprocessed": true}},
-		{"POST/auto-key", http.MethodPost, nil, false, map[string]bool{"transient": true, "unsent": true, "unprocessed": true}},
-		{"POST/context-key", http.MethodPost, []Option{WithAutoKeys(false)}, true, map[string]bool{"transient": true, "unsent": true, "unprocessed": true}},
-		{"POST/no-key", http.MethodPost, []Option{WithAutoKeys(false)}, false, map[string]bool{"unprocessed": true}},
-		{"PATCH/no-key+unsent", http.MethodPatch, []Option{WithAutoKeys(false), WithRetryUnsent()}, false, map[string]bool{"unsent": true, "unprocessed": true}},
+		{"GET", http.MethodGet, nil, false, map[string]bool{"transient": true}},
+		{"POST/auto-key", http.MethodPost, nil, false, map[string]bool{"transient": true}},
+		{"POST/context-key", http.MethodPost, []Option{WithAutoKeys(false)}, true, map[string]bool{"transient": true}},
+		{"POST/no-key", http.MethodPost, []Option{WithAutoKeys(false)}, false, map[string]bool{}},
+		{"PATCH/no-key", http.MethodPatch, []Option{WithAutoKeys(false)}, false, map[string]bool{}},
 	}
 	const maxAttempts = 3
 	for _, r := range reqs {
@@ -161,7 +174,7 @@ func TestRetryTableErrors(t *testing.T) {
 				tr := NewTransport(mock, opts...)
 				ctx := context.Background()
 				if r.ctxKey {
-					ctx = WithKey(ctx, "k1")
+					ctx = ContextWithKey(ctx, "k1")
 				}
 				resp, err := tr.RoundTrip(mustRequest(t, ctx, r.method, mockURL, "payload"))
 				if resp != nil {
@@ -202,18 +215,6 @@ func TestRetryTableErrors(t *testing.T) {
 	}
 }
 
-func TestReasonString(t *testing.T) {
-	t.Parallel()
-	for r, want := range map[Reason]string{
-		ReasonTransportError: "transport error", ReasonAttemptTimeout: "attempt timeout",
-		ReasonStatus: "retryable status", ReasonInProgress: "in progress", Reason(0): "unknown",
-	} {
-		if got := r.String(); got != want {
-			t.Errorf("Reason(%d).String() = %q, want %q", int(r), got, want)
-		}
-	}
-}
-
 // TestClassify runs the rule as the pure function it is: no transport, the
 // expected answers written out.
 func TestClassify(t *testing.T) {
@@ -222,39 +223,49 @@ func TestClassify(t *testing.T) {
 	dial := &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}
 	cert := x509.UnknownAuthorityError{}
 	tests := []struct {
-		method      string
-		keyed       bool
-		retryUnsent bool
-		out         outcome
-		reason      Reason
-		refusal     refusal
+		method  string
+		keyed   bool
+		fresh   bool
+		out     outcome
+		reason  string
+		refusal refusal
 	}{
-		{"GET", false, false, outcome{status: 503}, ReasonStatus, refuseNone},
-		{"DELETE", false, false, outcome{status: 429}, ReasonStatus, refuseNone},
-		{"OPTIONS", false, false, outcome{status: 408}, ReasonStatus, refuseNone},
-		{"TRACE", false, false, outcome{err: reset}, ReasonTransportError, refuseNone},
-		{"HEAD", false, false, outcome{timedOut: true}, ReasonAttemptTimeout, refuseNone},
-		{"PUT", false, false, outcome{status: 409}, 0, refuseFinal},
-		{"PUT", true, false, outcome{status: 409}, ReasonInProgress, refuseNone},
-		{"POST", true, false, outcome{status: 502}, ReasonStatus, refuseNone},
-		{"POST", false, false, outcome{status: 502}, 0, refuseRequest},
-		{"POST", false, false, outcome{status: 201}, 0, refuseFinal},
-		{"POST", false, false, outcome{err: reset}, 0, refuseRequest},
-		{"POST", false, false, outcome{err: dial}, 0, refuseRequest},
-		{"POST", false, true, outcome{err: dial}, ReasonTransportError, refuseNone},
-		{"POST", false, false, outcome{err: h2StreamError{Code: 0x7}}, ReasonTransportError, refuseNone},
-		{"PATCH", true, false, outcome{err: errors.New("unknown")}, ReasonTransportError, refuseNone},
-		{"GET", false, false, outcome{err: cert}, 0, refuseError},
-		{"GET", false, false, outcome{status: 501}, 0, refuseFinal},
-		{"GET", false, false, outcome{status: 505}, 0, refuseFinal},
-		{"GET", false, false, outcome{status: 404}, 0, refuseFinal},
-		{"", false, false, outcome{status: 500}, ReasonStatus, refuseNone},
+		{"GET", false, false, outcome{status: 503}, "status", refuseNone},
+		{"DELETE", false, false, outcome{status: 429}, "status", refuseNone},
+		{"OPTIONS", false, false, outcome{status: 408}, "status", refuseNone},
+		{"TRACE", false, false, outcome{err: reset}, "network", refuseNone},
+		{"HEAD", false, false, outcome{timedOut: true}, "attempt-timeout", refuseNone},
+		{"PUT", false, false, outcome{status: 409}, "", refuseFinal},
+		{"PUT", true, false, outcome{status: 409}, "in-progress", refuseNone},
+		{"POST", true, true, outcome{status: 409}, "", refuseFinal},
+		{"POST", true, true, outcome{status: 503}, "status", refuseNone},
+		{"POST", true, false, outcome{status: 502}, "status", refuseNone},
+		{"POST", false, false, outcome{status: 502}, "", refuseRequest},
+		{"POST", false, false, outcome{status: 201}, "", refuseFinal},
+		{"POST", false, false, outcome{err: reset}, "", refuseRequest},
+		{"POST", false, false, outcome{err: dial}, "", refuseRequest},
+		{"POST", false, false, outcome{err: h2StreamError{Code: 0x7}}, "", refuseRequest},
+		{"PATCH", true, false, outcome{err: errors.New("unknown")}, "network", refuseNone},
+		{"GET", false, false, outcome{err: cert}, "", refuseError},
+		{"GET", false, false, outcome{status: 501}, "", refuseFinal},
+		{"GET", false, false, outcome{status: 505}, "", refuseFinal},
+		{"GET", false, false, outcome{status: 404}, "", refuseFinal},
+		{"", false, false, outcome{status: 500}, "status", refuseNone},
+		// A WithRetryIf predicate adds and refuses; never for an unkeyed POST.
+		{"GET", false, false, outcome{status: 425, custom: 1}, "custom", refuseNone},
+		{"GET", false, false, outcome{err: cert, custom: 1}, "custom", refuseNone},
+		{"POST", true, false, outcome{status: 520, custom: 1}, "custom", refuseNone},
+		{"POST", false, false, outcome{status: 520, custom: 1}, "", refuseRequest},
+		{"POST", false, false, outcome{err: reset, custom: 1}, "", refuseRequest},
+		{"GET", false, false, outcome{status: 503, custom: -1}, "", refuseFinal},
+		{"GET", false, false, outcome{err: reset, custom: -1}, "", refuseError},
+		{"POST", true, false, outcome{status: 409, custom: -1}, "", refuseFinal},
 	}
 	for _, tt := range tests {
-		reason, why := classify(tt.method, tt.keyed, tt.retryUnsent, tt.out)
+		reason, why := classify(tt.method, tt.keyed, tt.fresh, tt.out)
 		if reason != tt.reason || why != tt.refusal {
-			t.Errorf("classify(%q, keyed=%v, unsent=%v, %+v) = %v, %d; want %v, %d",
-				tt.method, tt.keyed, tt.retryUnsent, tt.out, reason, why, tt.reason, tt.refusal)
+			t.Errorf("classify(%q, keyed=%v, fresh=%v, %+v) = %q, %d; want %q, %d",
+				tt.method, tt.keyed, tt.fresh, tt.out, reason, why, tt.reason, tt.refusal)
 		}
 	}
 }

@@ -15,13 +15,12 @@ var (
 	// context.DeadlineExceeded, since the caller's context is fine) or the
 	// context's deadline.
 	ErrExhausted = errors.New("idem: retries exhausted")
-	// ErrBudgetExhausted means the shared retry budget (WithRetryBudget) refused
-	// the retry.
+	// ErrBudgetExhausted means the retry budget (WithRetryBudget) or the
+	// default retry quota refused the retry, or the budget holds the host back
+	// (after a 429 or 503 with Retry-After) until a time past WithMaxElapsed or
+	// the context's deadline, so that no attempt could be made; the message
+	// says which, and the Report's Stop is "budget" or "host-hold".
 	ErrBudgetExhausted = errors.New("idem: retry budget exhausted")
-	// ErrHostCoolingDown means the host is held back by the retry budget, after a
-	// 429 or 503 with Retry-After, until a time past WithMaxElapsed or the
-	// context's deadline, so no attempt was made.
-	ErrHostCoolingDown = errors.New("idem: host is cooling down after Retry-After")
 	// ErrBodyNotReplayable means a retry was wanted but the request body could
 	// not be sent again (no GetBody and larger than WithBodyBufferLimit, or
 	// GetBody failed).
@@ -39,7 +38,7 @@ var (
 // Transport stopped.
 //
 // errors.Is matches its Cause and its LastErr: ErrExhausted,
-// ErrBudgetExhausted, ErrHostCoolingDown, ErrBodyNotReplayable, ErrInvalidKey,
+// ErrBudgetExhausted, ErrBodyNotReplayable, ErrInvalidKey,
 // or the context's error (context.Canceled, context.DeadlineExceeded, or the
 // cause given to context.WithCancelCause), and any error the last attempt
 // returned.
@@ -61,7 +60,16 @@ type Error struct {
 
 	detail  string  // an explanation of Cause, for Error
 	refusal refusal // why LastErr was not retried, when Cause is nil
+	timeout bool    // a deadline or the WithMaxElapsed cap ended the operation
 }
+
+// Timeout reports whether the operation ended because time ran out: the
+// context's deadline passed (an http.Client's Timeout included), or the next
+// wait or attempt would have ended past the deadline or the WithMaxElapsed
+// cap. It makes *Error a net.Error, so os.IsTimeout and the Timeout method of
+// the *url.Error an http.Client returns see it, as they see net/http's own
+// time-outs. Every other *Error answers false.
+func (e *Error) Timeout() bool { return e.timeout }
 
 // Error says how many attempts were made and why the Transport stopped.
 func (e *Error) Error() string {

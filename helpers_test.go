@@ -56,7 +56,7 @@ func (f *fakeRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	f.mu.Lock()
 	i := len(f.calls)
 	f.calls = append(f.calls, fakeCall{
-		at: time.Now(), method: req.Method, key: req.Header.Values(HeaderIdempotencyKey),
+		at: time.Now(), method: req.Method, key: req.Header.Values(headerKeyName),
 		body: string(body), req: req,
 	})
 	st := f.steps[min(i, len(f.steps)-1)]
@@ -184,3 +184,32 @@ type timeoutErr struct{}
 func (timeoutErr) Error() string   { return "i/o timeout" }
 func (timeoutErr) Timeout() bool   { return true }
 func (timeoutErr) Temporary() bool { return true }
+
+// waitLimit bounds every wait of a test on a channel, so that a broken rule
+// fails the test with a message instead of hanging it until go test's
+// time-out.
+const waitLimit = 5 * time.Second
+
+// waitFor receives from ch within waitLimit, or fails the test saying what
+// did not happen. Call it on the test's goroutine, outside synctest bubbles
+// (where time is fake and a receive that can never end fails as a deadlock).
+func waitFor[T any](t testing.TB, ch <-chan T, what string, args ...any) T {
+	t.Helper()
+	timer := time.NewTimer(waitLimit)
+	defer timer.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-timer.C:
+		t.Fatalf("waited %v: "+what, append([]any{waitLimit}, args...)...)
+	}
+	var zero T
+	return zero
+}
+
+// keyOf returns the key the operation that answered resp sent: the key in
+// the AttemptInfo its attempt carried.
+func keyOf(resp *http.Response) string {
+	a, _ := AttemptFromContext(resp.Request.Context())
+	return a.Key
+}

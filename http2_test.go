@@ -73,6 +73,17 @@ func TestHTTP2AbortRetried(t *testing.T) {
 	}
 }
 
+// h2StreamError has the fields of net/http's HTTP/2 stream error: net/http's
+// error converts itself into any struct with these fields through its As
+// method, so the test reads the code without naming an unexported type.
+type h2StreamError struct {
+	StreamID uint32
+	Code     uint32
+	Cause    error
+}
+
+func (e h2StreamError) Error() string { return "http2 stream error" }
+
 // rawH2 is an HTTP/2 server over cleartext (prior knowledge) written frame by
 // frame, for the faults net/http's server never makes on demand: GOAWAY with
 // a chosen last stream id, RST_STREAM in the middle of a header block. For

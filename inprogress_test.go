@@ -48,7 +48,7 @@ func TestInProgressLastAttemptCallerDeadline(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		start := time.Now()
-		resp, err := tr.RoundTrip(mustRequest(t, ctx, http.MethodPost, "http://x/payments", "{}"))
+		resp, err := tr.RoundTrip(mustRequest(t, ContextWithKey(ctx, "k"), http.MethodPost, "http://x/payments", "{}"))
 		require.NoError(t, err)
 		_ = resp.Body.Close()
 		assert.Equal(t, http.StatusCreated, resp.StatusCode)
@@ -64,7 +64,7 @@ func TestInProgressLastAttemptOnlyOnce(t *testing.T) {
 		f := &fakeRT{steps: []fakeStep{in409("30")}}
 		tr := NewTransport(f, noWait(), WithMaxElapsed(10*time.Second))
 		start := time.Now()
-		resp, err := tr.RoundTrip(mustRequest(t, context.Background(), http.MethodPost, "http://x/payments", "{}"))
+		resp, err := tr.RoundTrip(mustRequest(t, ContextWithKey(context.Background(), "k"), http.MethodPost, "http://x/payments", "{}"))
 		require.NoError(t, err)
 		_ = resp.Body.Close()
 		assert.Equal(t, http.StatusConflict, resp.StatusCode)
@@ -83,7 +83,7 @@ func TestInProgressPastMaxRetryAfter(t *testing.T) {
 		f := &fakeRT{steps: []fakeStep{in409("7200"), {status: http.StatusCreated}}}
 		tr := NewTransport(f, noWait(), WithMaxElapsed(time.Hour))
 		start := time.Now()
-		resp, err := tr.RoundTrip(mustRequest(t, context.Background(), http.MethodPost, "http://x/payments", "{}"))
+		resp, err := tr.RoundTrip(mustRequest(t, ContextWithKey(context.Background(), "k"), http.MethodPost, "http://x/payments", "{}"))
 		require.NoError(t, err)
 		_ = resp.Body.Close()
 		assert.Equal(t, http.StatusCreated, resp.StatusCode)
@@ -159,7 +159,7 @@ func TestPreferWait(t *testing.T) {
 				tr := NewTransport(f, append(tc.opts, noWait())...)
 				ctx := context.Background()
 				if tc.key == callerKey {
-					ctx = WithKey(ctx, "k-1")
+					ctx = ContextWithKey(ctx, "k-1")
 				}
 				req := mustRequest(t, ctx, tc.method, "http://x/", "")
 				if tc.prefer != "" {
@@ -208,7 +208,7 @@ func TestInProgressPollsAtRetryAfter(t *testing.T) {
 		tr := NewTransport(f, WithMaxElapsed(30*time.Second))
 		tr.rand = func() float64 { return 0.999 } // the longest spread and backoff
 		start := time.Now()
-		resp, err := tr.RoundTrip(mustRequest(t, context.Background(), http.MethodPost, "http://x/payments", "{}"))
+		resp, err := tr.RoundTrip(mustRequest(t, ContextWithKey(context.Background(), "k"), http.MethodPost, "http://x/payments", "{}"))
 		require.NoError(t, err)
 		_ = resp.Body.Close()
 		assert.Equal(t, http.StatusCreated, resp.StatusCode)

@@ -36,7 +36,7 @@ func newCountingServer(t *testing.T, h func(n int32, w http.ResponseWriter, r *h
 	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		s.mu.Lock()
-		s.keys = append(s.keys, r.Header.Get(HeaderIdempotencyKey))
+		s.keys = append(s.keys, r.Header.Get(headerKeyName))
 		s.mu.Unlock()
 		h(s.hits.Add(1), w, r)
 	}))
@@ -109,7 +109,6 @@ func TestHijackedConnection(t *testing.T) {
 		{"GET retried", http.MethodGet, nil, 2},
 		{"keyed POST retried", http.MethodPost, nil, 2},
 		{"unkeyed POST not retried", http.MethodPost, []Option{WithAutoKeys(false)}, 1},
-		{"unkeyed POST not retried even with RetryUnsent", http.MethodPost, []Option{WithAutoKeys(false), WithRetryUnsent()}, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -161,11 +160,11 @@ func TestSlowHandlerAttemptTimeout(t *testing.T) {
 		_, _ = io.WriteString(w, "ok")
 	})
 	defer close(done)
-	var events []RetryEvent
+	var events []AttemptInfo
 	// On a loaded machine a quick answer can still miss a short timeout: allow
 	// for more attempts; the first must have been cut.
 	tr := NewTransport(newHTTPTransport(t), noWait(), WithAttemptTimeout(300*time.Millisecond), WithMaxAttempts(10),
-		WithOnRetry(func(e RetryEvent) { events = append(events, e) }))
+		WithOnRetry(func(_ context.Context, e AttemptInfo) { events = append(events, e) }))
 	resp, err := tr.RoundTrip(mustRequest(t, context.Background(), http.MethodPut, srv.URL, "body"))
 	if err != nil {
 		t.Fatal(err)
@@ -173,7 +172,7 @@ func TestSlowHandlerAttemptTimeout(t *testing.T) {
 	if got := readAll(t, resp); got != "ok" {
 		t.Errorf("body %q", got)
 	}
-	if len(events) == 0 || events[0].Reason != ReasonAttemptTimeout || events[0].Attempt != 1 {
+	if len(events) == 0 || events[0].Reason != "attempt-timeout" || events[0].Number != 2 {
 		t.Errorf("events %+v", events)
 	}
 }
@@ -277,7 +276,7 @@ func TestTLSCertificateErrorNotRetried(t *testing.T) {
 func TestMalformedRequestsGetNetHTTPErrors(t *testing.T) {
 	t.Parallel()
 	base := newHTTPTransport(t)
-	tr := NewTransport(base, noWait(), WithRetryBudget(NewBudget()))
+	tr := NewTransport(base, noWait(), WithRetryBudget(newBudget()))
 	for _, tc := range []struct {
 		name string
 		req  func() *http.Request
@@ -296,7 +295,7 @@ func TestMalformedRequestsGetNetHTTPErrors(t *testing.T) {
 			return r
 		}},
 		{"invalid method, keyed", func() *http.Request {
-			r := mustRequest(t, WithKey(context.Background(), "k1"), http.MethodGet, "http://127.0.0.1/", "")
+			r := mustRequest(t, ContextWithKey(context.Background(), "k1"), http.MethodGet, "http://127.0.0.1/", "")
 			r.Method = "BAD METHOD"
 			return r
 		}},
@@ -342,12 +341,11 @@ func TestRetryUnsentDialError(t *testing.T) {
 		want int
 	}{
 		{"default", []Option{WithAutoKeys(false)}, 1},
-		{"RetryUnsent", []Option{WithAutoKeys(false), WithRetryUnsent()}, 3},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			attempts := 1
-			opts := append([]Option{noWait(), WithMaxAttempts(3), WithOnRetry(func(RetryEvent) { attempts++ })}, tt.opts...)
+			opts := append([]Option{noWait(), WithMaxAttempts(3), WithOnRetry(func(context.Context, AttemptInfo) { attempts++ })}, tt.opts...)
 			tr := NewTransport(newHTTPTransport(t), opts...)
 			_, err := tr.RoundTrip(mustRequest(t, context.Background(), http.MethodPost, url, "body"))
 			e := asError(t, err)
@@ -369,18 +367,18 @@ func TestNewClientEndToEnd(t *testing.T) {
 			return
 		}
 		w.Header().Set("Idempotent-Replayed", "true")
-		_, _ = io.WriteString(w, r.Header.Get(HeaderIdempotencyKey))
+		_, _ = io.WriteString(w, r.Header.Get(headerKeyName))
 	})
-	client := NewClient(noWait(), WithQuotedKeys())
+	client := NewClient(noWait(), WithQuotedKeys(true))
 	client.Transport.(*Transport).next = newHTTPTransport(t)
 	resp, err := client.Post(srv.URL, "application/json", strings.NewReader("{}"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	sent := readAll(t, resp)
-	key := KeyFromRequest(resp.Request)
+	key := keyOf(resp)
 	if sent != `"`+key+`"` || !Replayed(resp) {
-		t.Errorf("server saw %s, KeyFromRequest %s, replayed %v", sent, key, Replayed(resp))
+		t.Errorf("server saw %s, AttemptInfo.Key %s, replayed %v", sent, key, Replayed(resp))
 	}
 }
 

@@ -11,27 +11,27 @@ import (
 	"github.com/idemkit/idem/internal/keyformat"
 )
 
-// HeaderIdempotencyKey is the request header that carries the key of an
+// headerKeyName is the request header that carries the key of an
 // operation (draft-ietf-httpapi-idempotency-key-header).
-const HeaderIdempotencyKey = "Idempotency-Key"
+const headerKeyName = "Idempotency-Key"
 
 // headerReplayed is the response header with which a server marks a replay of
 // a stored response ("true").
 const headerReplayed = "Idempotent-Replayed"
 
-// keyCtxKey is the context key under which WithKey stores a key.
+// keyCtxKey is the context key under which ContextWithKey stores a key.
 type keyCtxKey struct{}
 
-// WithKey returns a copy of ctx that carries key: a request made with it uses
+// ContextWithKey returns a copy of ctx that carries key: a request made with it uses
 // key as its Idempotency-Key, unless the request already has that header. Use it
 // when the key must survive a restart (derive it with KeyFor or DeriveKey), or to
 // make a method other than POST and PATCH keyed. An invalid key fails the
 // request with ErrInvalidKey before anything is sent.
-func WithKey(ctx context.Context, key string) context.Context {
+func ContextWithKey(ctx context.Context, key string) context.Context {
 	return context.WithValue(ctx, keyCtxKey{}, key)
 }
 
-// keyFromContext returns the key WithKey stored in ctx.
+// keyFromContext returns the key ContextWithKey stored in ctx.
 func keyFromContext(ctx context.Context) (string, bool) {
 	k, ok := ctx.Value(keyCtxKey{}).(string)
 	return k, ok
@@ -65,32 +65,6 @@ func DeriveKey(parentKey, step string) string {
 	name = append(name, parentKey...)
 	name = append(name, step...)
 	return uuid.NewSHA1(deriveNamespace, name).String()
-}
-
-// UUIDv7 returns a new random, time-ordered UUID version 7, which keeps a
-// server's B-tree index of keys compact. Use it with WithKeyGenerator.
-func UUIDv7() string {
-	return uuid.Must(uuid.NewV7()).String()
-}
-
-// KeyFromRequest returns the key that r carries, decoded: the Idempotency-Key
-// header (a Structured Field string is unquoted), else the key in r's context,
-// else "". After RoundTrip, resp.Request is the request actually sent, so
-// KeyFromRequest(resp.Request) is the key the operation used.
-func KeyFromRequest(r *http.Request) string {
-	if r == nil {
-		return ""
-	}
-	if v, n := headerKey(r.Header); n > 0 {
-		if k, err := parseKey(v); err == nil {
-			return k
-		}
-		return v
-	}
-	if k, ok := keyFromContext(r.Context()); ok {
-		return k
-	}
-	return ""
 }
 
 // Replayed reports whether resp is a replay of a stored response: the server saw
@@ -149,7 +123,7 @@ func (c *config) resolveKey(req *http.Request) (key, header string, generated bo
 // it holds, under the canonical name and under any other spelling of it (a
 // map entry set directly, such as h["idempotency-key"], is sent as well).
 func headerKey(h http.Header) (first string, n int) {
-	vs, ok := h[HeaderIdempotencyKey]
+	vs, ok := h[headerKeyName]
 	if len(vs) > 0 {
 		first, n = vs[0], len(vs)
 	}
@@ -157,8 +131,8 @@ func headerKey(h http.Header) (first string, n int) {
 		return first, n
 	}
 	for k, vs := range h {
-		if k != HeaderIdempotencyKey && len(k) == len(HeaderIdempotencyKey) &&
-			strings.EqualFold(k, HeaderIdempotencyKey) && len(vs) > 0 {
+		if k != headerKeyName && len(k) == len(headerKeyName) &&
+			strings.EqualFold(k, headerKeyName) && len(vs) > 0 {
 			if n == 0 {
 				first = vs[0]
 			}

@@ -1,13 +1,11 @@
 package idem
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"strings"
 	"testing"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -40,18 +38,6 @@ func TestDeriveKeyVectors(t *testing.T) {
 	}
 }
 
-func TestUUIDv7(t *testing.T) {
-	t.Parallel()
-	a, b := UUIDv7(), UUIDv7()
-	if a == b {
-		t.Fatal("two UUIDv7 calls gave the same key")
-	}
-	u, err := uuid.Parse(a)
-	if err != nil || u.Version() != 7 {
-		t.Fatalf("UUIDv7 = %s: not a version 7 UUID (%v)", a, err)
-	}
-}
-
 // TestParseKey: the client reads a caller's header with the shared grammar
 // (its table is internal/keyformat's); an error matches ErrInvalidKey.
 func TestParseKey(t *testing.T) {
@@ -79,25 +65,6 @@ func TestParseKey(t *testing.T) {
 		if err != nil && !errors.Is(err, ErrInvalidKey) {
 			t.Errorf("parseKey(%q) error %v does not match ErrInvalidKey", tt.header, err)
 		}
-	}
-}
-
-func TestKeyFromRequest(t *testing.T) {
-	t.Parallel()
-	req := mustRequest(t, context.Background(), http.MethodPost, "http://x/", "")
-	if got := KeyFromRequest(req); got != "" {
-		t.Errorf("no key: got %q", got)
-	}
-	if got := KeyFromRequest(nil); got != "" {
-		t.Errorf("nil request: got %q", got)
-	}
-	ctxReq := req.WithContext(WithKey(context.Background(), "from-ctx"))
-	if got := KeyFromRequest(ctxReq); got != "from-ctx" {
-		t.Errorf("context key: got %q", got)
-	}
-	ctxReq.Header.Set(HeaderIdempotencyKey, `"from-header"`)
-	if got := KeyFromRequest(ctxReq); got != "from-header" {
-		t.Errorf("sf-string header wins over the context: got %q", got)
 	}
 }
 

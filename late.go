@@ -34,7 +34,7 @@ var errAnswered = errors.New("idem: a late attempt answered")
 
 // errOperationEnded cancels the attempts still going on when their operation
 // ends.
-var errOperationEnded = errors.New("idem: the operation ended")
+var errOperationEnded = errors.New("idem: RoundTrip returned without this attempt's answer")
 
 // lateDrain bounds the time spent draining a late answer that is not used.
 const lateDrain = time.Second
@@ -44,48 +44,47 @@ const lateDrain = time.Second
 type lateAttempts struct {
 	won chan struct{} // closed when answer is set
 
-	// What says whether an answer is final (see final).
-	method             string
-	keyed, retryUnsent bool
+	// final says whether an answer ends the operation: its status may not
+	// be retried.
+	final func(*http.Response) bool
+
+	// settled gets a signal (never blocking) each time a late attempt ends.
+	settled chan struct{}
 
 	mu      sync.Mutex
+	pending int               // late attempts still waiting for their answer
 	running []*boundedAttempt // the late attempts, to cancel when the operation ends
 	winner  *boundedAttempt   // the attempt whose answer is kept: never cancelled here
 	answer  *http.Response
 	ended   bool
 }
 
-func newLateAttempts(method string, keyed, retryUnsent bool) *lateAttempts {
-	return &lateAttempts{won: make(chan struct{}), method: method, keyed: keyed, retryUnsent: retryUnsent}
-}
-
-// final reports whether a response with this status ends the operation: it
-// may not be retried.
-func (l *lateAttempts) final(status int) bool {
-	reason, _ := classify(l.method, l.keyed, l.retryUnsent, outcome{status: status})
-	return reason == 0
+func newLateAttempts(final func(*http.Response) bool) *lateAttempts {
+	return &lateAttempts{won: make(chan struct{}), settled: make(chan struct{}, 1), final: final}
 }
 
 // goOn lets an attempt go on after the operation stopped waiting for it: its
 // result, when it comes, is offered as the operation's answer if it is final,
 // and let go otherwise.
-func (l *lateAttempts) goOn(done <-chan roundTrip, b *boundedAttempt) {
+func (l *lateAttempts) goOn(results <-chan roundTrip, b *boundedAttempt) {
 	l.mu.Lock()
 	ended := l.ended
 	if !ended {
 		l.running = append(l.running, b)
 	}
+	l.pending++
 	l.mu.Unlock()
 	if ended {
 		b.cancel(errOperationEnded)
 	}
 	go func() {
-		rt := <-done
+		rt := <-results
+		defer l.arrived()
 		if rt.err != nil {
 			b.cancel(nil)
 			return
 		}
-		if l.final(rt.resp.StatusCode) && rt.resp.Body != nil {
+		if l.final(rt.resp) && rt.resp.Body != nil {
 			// The body lives until the caller closes it.
 			b.ReadCloser = rt.resp.Body
 			rt.resp.Body = b
@@ -96,6 +95,40 @@ func (l *lateAttempts) goOn(done <-chan roundTrip, b *boundedAttempt) {
 		discard(rt.resp, time.Now().Add(lateDrain))
 		b.cancel(nil)
 	}()
+}
+
+// arrived counts a late attempt that has its answer.
+func (l *lateAttempts) arrived() {
+	l.mu.Lock()
+	l.pending--
+	l.mu.Unlock()
+	select {
+	case l.settled <- struct{}{}:
+	default:
+	}
+}
+
+// waitAnswer waits until a late attempt brings a final answer (true), or
+// every late attempt has ended without one, or quit is closed (false).
+func (l *lateAttempts) waitAnswer(quit <-chan struct{}) bool {
+	for {
+		l.mu.Lock()
+		taken, pending := l.answer != nil, l.pending
+		l.mu.Unlock()
+		switch {
+		case taken:
+			return true
+		case pending == 0:
+			return false
+		}
+		select {
+		case <-l.won:
+			return true
+		case <-l.settled:
+		case <-quit:
+			return false
+		}
+	}
 }
 
 // offer makes resp, from attempt b, the operation's answer unless one was
@@ -112,16 +145,16 @@ func (l *lateAttempts) offer(resp *http.Response, b *boundedAttempt) bool {
 	return true
 }
 
-// result returns the late answer once won is closed.
-func (l *lateAttempts) result() *http.Response {
+// taken returns the late answer once won is closed.
+func (l *lateAttempts) taken() *http.Response {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.answer
 }
 
-// end is called once, when the operation ends: it cancels every late attempt
+// close is called once, when the operation ends: it cancels every late attempt
 // but the one whose answer was taken, and returns that answer (nil if none).
-func (l *lateAttempts) end() *http.Response {
+func (l *lateAttempts) close() *http.Response {
 	l.mu.Lock()
 	l.ended = true
 	running, winner, answer := l.running, l.winner, l.answer
@@ -133,52 +166,4 @@ func (l *lateAttempts) end() *http.Response {
 		}
 	}
 	return answer
-}
-
-// settle decides what the operation returns once its loop has ended with resp
-// and err: a late attempt's final answer taken meanwhile wins over the loop's
-// result, unless the loop ended because the caller's context did. What is not
-// returned is let go.
-func (o *operation) settle(resp *http.Response, err error) (*http.Response, error) {
-	if o.late == nil {
-		return resp, err
-	}
-	answer := o.late.end()
-	if answer == nil || answer == resp {
-		return resp, err
-	}
-	if err != nil && o.ctx.Err() != nil {
-		discard(answer, time.Now().Add(lateDrain))
-		return resp, err
-	}
-	if resp != nil {
-		discard(resp, time.Now().Add(lateDrain))
-	}
-	return answer, nil
-}
-
-// attemptGoesOn makes a keyed attempt bounded by WithAttemptTimeout (b.after):
-// the round trip runs in a goroutine, and when the bound passes first, the
-// attempt is handed to o.late to go on, and counts as timed out. When another
-// late attempt answers meanwhile, this one is handed over too, and the result
-// says so.
-func (o *operation) attemptGoesOn(req *http.Request, b *boundedAttempt, start time.Time) attemptResult {
-	done := make(chan roundTrip, 1)
-	rt := o.t.transport()
-	go func() {
-		resp, err := rt.RoundTrip(req)
-		done <- roundTrip{resp, err}
-	}()
-	timer := time.NewTimer(b.after)
-	defer timer.Stop()
-	select {
-	case r := <-done:
-		return o.answered(start, b, r.resp, r.err)
-	case <-timer.C:
-		o.late.goOn(done, b)
-		return attemptResult{outcome: outcome{err: &attemptTimeoutError{after: b.after}, timedOut: true}}
-	case <-o.late.won:
-		o.late.goOn(done, b)
-		return attemptResult{superseded: true}
-	}
 }

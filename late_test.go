@@ -90,11 +90,11 @@ func TestLateAnswerEndsTheWait(t *testing.T) {
 		resp, err := tr.RoundTrip(mustRequest(t, guard(t), http.MethodPost, srv.URL, `{"amount":1}`))
 		done <- result{resp, err}
 	}()
-	require.EqualValues(t, 1, <-srv.arrived)
-	require.EqualValues(t, 2, <-srv.arrived) // the retry, answered 409
+	require.EqualValues(t, 1, waitFor(t, srv.arrived, "the first attempt never reached the server"))
+	require.EqualValues(t, 2, waitFor(t, srv.arrived, "the retry never reached the server")) // answered 409
 	close(srv.release)
 
-	r := <-done
+	r := waitFor(t, done, "the late answer did not end the operation")
 	require.NoError(t, r.err)
 	assert.Equal(t, http.StatusCreated, r.resp.StatusCode)
 	assert.Equal(t, "first", readAll(t, r.resp))
@@ -117,18 +117,18 @@ func TestLateAnswerEndsTheAttemptInFlight(t *testing.T) {
 		assert.NoError(t, err)
 		done <- resp
 	}()
-	require.EqualValues(t, 1, <-srv.arrived)
+	require.EqualValues(t, 1, waitFor(t, srv.arrived, "the first attempt never reached the server"))
 	// Attempts time out every 50 ms; release the first once a retry is waiting.
-	require.EqualValues(t, 2, <-srv.arrived)
+	require.EqualValues(t, 2, waitFor(t, srv.arrived, "the retry never reached the server"))
 	close(srv.release)
 
-	resp := <-done
+	resp := waitFor(t, done, "the late answer did not end the operation")
 	require.NotNil(t, resp)
 	assert.Equal(t, http.StatusCreated, resp.StatusCode)
 	assert.Equal(t, "first", readAll(t, resp))
 	// Every other attempt is let go: their server sees each client leave.
 	for left := srv.n.Load() - 1; left > 0; left-- {
-		assert.NotEqualValues(t, 1, <-srv.gone, "the answering attempt was cancelled")
+		assert.NotEqualValues(t, 1, waitFor(t, srv.gone, "an attempt the late answer replaced was not let go"), "the answering attempt was cancelled")
 	}
 }
 
@@ -148,7 +148,9 @@ func (c *closeSignal) Close() error { close(c.closed); return nil }
 // is cancelled.
 func TestLateAttemptsTakeOnlyFinalAnswers(t *testing.T) {
 	t.Parallel()
-	l := newLateAttempts(http.MethodPost, true, false)
+	l := newLateAttempts(func(resp *http.Response) bool {
+		return resp.StatusCode < 500 && resp.StatusCode != 409 && resp.StatusCode != 429
+	})
 	late := func() (chan roundTrip, context.Context, *closeSignal) {
 		ctx, cancel := context.WithCancelCause(context.Background())
 		done := make(chan roundTrip, 1)
@@ -158,13 +160,13 @@ func TestLateAttemptsTakeOnlyFinalAnswers(t *testing.T) {
 	for _, status := range []int{http.StatusConflict, http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusServiceUnavailable} {
 		done, ctx, body := late()
 		done <- roundTrip{resp: &http.Response{StatusCode: status, Body: body}}
-		<-body.closed
-		<-ctx.Done()
+		waitFor(t, body.closed, "a late %d was not let go (its body was kept open: taken as the final answer?)", status)
+		waitFor(t, ctx.Done(), "a late %d's attempt context was not released", status)
 		assert.NotErrorIs(t, context.Cause(ctx), errOperationEnded, "status %d: released at once", status)
 	}
 	done, ctx, _ := late()
 	done <- roundTrip{err: io.ErrUnexpectedEOF}
-	<-ctx.Done()
+	waitFor(t, ctx.Done(), "a late error's attempt context was not released")
 	select {
 	case <-l.won:
 		t.Fatal("a retryable late answer was taken")
@@ -175,20 +177,20 @@ func TestLateAttemptsTakeOnlyFinalAnswers(t *testing.T) {
 	done, ctx, body := late()
 	resp := &http.Response{StatusCode: http.StatusCreated, Body: body}
 	done <- roundTrip{resp: resp}
-	<-l.won
-	assert.Same(t, resp, l.result())
+	waitFor(t, l.won, "a late 201 was not taken as the final answer")
+	assert.Same(t, resp, l.taken())
 	done2, ctx2, body2 := late()
 	done2 <- roundTrip{resp: &http.Response{StatusCode: http.StatusOK, Body: body2}}
-	<-body2.closed
-	<-ctx2.Done()
+	waitFor(t, body2.closed, "a second final answer was not let go")
+	waitFor(t, ctx2.Done(), "a second final answer's context was not released")
 
-	assert.Same(t, resp, l.end())
-	<-pendingCtx.Done()
+	assert.Same(t, resp, l.close())
+	waitFor(t, pendingCtx.Done(), "a late attempt still running was not cancelled when the operation ended")
 	assert.ErrorIs(t, context.Cause(pendingCtx), errOperationEnded)
 	assert.NoError(t, ctx.Err(), "the answer's context lives until its body is closed")
 	require.NoError(t, resp.Body.Close())
-	<-body.closed
-	<-ctx.Done()
+	waitFor(t, body.closed, "closing the answer's body did not close the attempt's")
+	waitFor(t, ctx.Done(), "closing the answer's body did not release its context")
 	pending <- roundTrip{err: context.Canceled}
 }
 
@@ -204,7 +206,7 @@ func TestUnkeyedAttemptCutAtItsTimeout(t *testing.T) {
 	resp, err := tr.RoundTrip(mustRequest(t, guard(t), http.MethodGet, srv.URL, ""))
 	require.NoError(t, err)
 	assert.Equal(t, "retry", readAll(t, resp))
-	assert.EqualValues(t, 1, <-srv.gone, "the timed-out GET was cancelled")
+	assert.EqualValues(t, 1, waitFor(t, srv.gone, "the timed-out GET was not cancelled"), "the timed-out GET was cancelled")
 }
 
 // TestLateAnswerAfterCallerCancel: a caller that cancels gets its context's
@@ -220,9 +222,9 @@ func TestLateAnswerAfterCallerCancel(t *testing.T) {
 		_, err := tr.RoundTrip(mustRequest(t, ctx, http.MethodPost, srv.URL, `{"amount":1}`))
 		done <- err
 	}()
-	require.EqualValues(t, 1, <-srv.arrived)
-	require.EqualValues(t, 2, <-srv.arrived)
+	require.EqualValues(t, 1, waitFor(t, srv.arrived, "the first attempt never reached the server"))
+	require.EqualValues(t, 2, waitFor(t, srv.arrived, "the retry never reached the server"))
 	cancel()
-	assert.ErrorIs(t, <-done, context.Canceled)
-	assert.EqualValues(t, 1, <-srv.gone, "the late attempt was let go")
+	assert.ErrorIs(t, waitFor(t, done, "the cancelled operation did not return"), context.Canceled)
+	assert.EqualValues(t, 1, waitFor(t, srv.gone, "the late attempt was not let go when the caller cancelled"), "the late attempt was let go")
 }

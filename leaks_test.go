@@ -89,7 +89,9 @@ func TestNoLeaksAfterFaults(t *testing.T) {
 			}
 		}
 		do(context.Background(), "/stall", WithMaxElapsed(300*time.Millisecond))
-		do(context.Background(), "/hang", WithAttemptTimeout(50*time.Millisecond), WithMaxAttempts(3))
+		// The attempts run out at about 150ms; the late ones are waited for
+		// until the cap.
+		do(context.Background(), "/hang", WithAttemptTimeout(50*time.Millisecond), WithMaxAttempts(3), WithMaxElapsed(500*time.Millisecond))
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(50*time.Millisecond, cancel)
 		do(ctx, "/hang")

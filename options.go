@@ -1,7 +1,9 @@
 package idem
 
 import (
+	"context"
 	"log/slog"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -11,7 +13,7 @@ import (
 // An Option configures a Transport made by NewTransport or NewClient. Options
 // are checked when they are made: an impossible value panics there, with a
 // message that names the option, never later on a request. The same rule holds
-// for BudgetOption.
+// for NewBudget's arguments.
 type Option func(*config)
 
 // config is the immutable policy of a Transport.
@@ -26,15 +28,17 @@ type config struct {
 	keyGen         func() string
 	quotedKeys     bool // write keys as Structured Field strings
 	budget         *Budget
-	onRetry        func(RetryEvent)
-	retryUnsent    bool
+	budgetSet      bool // WithRetryBudget was given: no default retry quota
+	onRetry        func(context.Context, AttemptInfo)
+	onDone         []func(context.Context, Report)
+	retryIf        func(resp *http.Response, err error, retryable bool) bool
 	bodyLimit      int64
 	logger         *slog.Logger
 }
 
 func defaultConfig() config {
 	return config{
-		maxAttempts:   5,
+		maxAttempts:   7,
 		base:          300 * time.Millisecond,
 		max:           10 * time.Second,
 		jitter:        FullJitter,
@@ -52,7 +56,9 @@ func optionPanic(option, msg string) {
 }
 
 // WithMaxAttempts sets how many attempts one operation may make, counting the
-// first (default 5; 1 turns retrying off). It panics if n < 1.
+// first (default 7: with the default backoff, their waits span about 9s on
+// average, 19s at most, so that an operation rides out an outage of a few
+// seconds; see docs/client.md). 1 turns retrying off. It panics if n < 1.
 func WithMaxAttempts(n int) Option {
 	if n < 1 {
 		optionPanic("WithMaxAttempts", "n must be >= 1, got "+strconv.Itoa(n))
@@ -101,8 +107,9 @@ func WithMaxElapsed(d time.Duration) Option {
 // never cut by it. A timed-out attempt counts as a network error (retried when
 // the request may be). An attempt without a key is cut when its time passes; a
 // keyed one is not: it goes on while the operation retries, and its answer
-// ends the operation if it comes first and is final (see the package
-// documentation). 0 means no bound; it panics if d < 0.
+// ends the operation if it comes first and is final; when the attempts run
+// out while such attempts are still going on, the operation waits for their
+// answer until the cap (see the package documentation). 0 means no bound; it panics if d < 0.
 func WithAttemptTimeout(d time.Duration) Option {
 	if d < 0 {
 		optionPanic("WithAttemptTimeout", "d must not be negative, got "+d.String())
@@ -129,11 +136,11 @@ func WithAutoKeys(on bool) Option {
 }
 
 // WithKeyGenerator sets the function that makes the key of an operation that
-// is given none (default: a random UUID version 4). UUIDv7 is a ready
-// alternative. gen must return a new key on every call: the Transport takes a
+// is given none (default: a random UUID version 4). UUID version 7 is a ready
+// alternative (uuid.NewV7 of github.com/google/uuid). gen must return a new key on every call: the Transport takes a
 // generated key to be unknown to every server (its first attempt sends no
 // Prefer: wait); a key that must repeat, such as one derived from a business
-// id, goes on the request or in the context (WithKey, KeyFor, DeriveKey). A generated key that is not a valid key fails the request with
+// id, goes on the request or in the context (ContextWithKey, KeyFor, DeriveKey). A generated key that is not a valid key fails the request with
 // ErrInvalidKey. It panics if gen is nil.
 func WithKeyGenerator(gen func() string) Option {
 	if gen == nil {
@@ -142,40 +149,73 @@ func WithKeyGenerator(gen func() string) Option {
 	return func(c *config) { c.keyGen = gen }
 }
 
-// WithQuotedKeys writes the keys from the context or the generator to the
+// WithQuotedKeys, when on, writes the keys from the context or the generator to the
 // Idempotency-Key header as RFC 8941 Structured Field strings, as the IETF
 // draft requires (in double quotes, with `"` and `\` escaped). By default a
 // key is written as it is, which Stripe and most servers read; the idem server
-// reads both. A key already on the request's header is sent as it is.
-func WithQuotedKeys() Option {
-	return func(c *config) { c.quotedKeys = true }
+// reads both. A key already on the request's header is sent as it is. Off by
+// default.
+func WithQuotedKeys(on bool) Option {
+	return func(c *config) { c.quotedKeys = on }
 }
 
-// WithRetryBudget shares a retry budget with the Transport (default none: every
-// retry the policy allows is made). Give the same Budget to every Transport that
-// calls one dependency. It panics if b is nil.
+// WithRetryBudget shares a retry budget with the Transport, in place of its
+// default retry quota. Give the same Budget to every Transport that calls one
+// dependency. WithRetryBudget(nil) turns every limit off: every retry the
+// policy allows is made.
+//
+// Without WithRetryBudget each Transport has a retry quota of its own, as the
+// AWS SDK's standard retryer does: a bucket of 500 units, 5 taken by a retry
+// (10 after an attempt time-out), 1 given back by each operation answered at
+// its first attempt and the retries' cost by one answered after retries. A
+// full bucket pays for 100 retries, enough to ride out a short outage; in a
+// long one the bucket empties and each operation makes one attempt, so the
+// dependency sees about its normal load (see docs/client.md).
 func WithRetryBudget(b *Budget) Option {
-	if b == nil {
-		optionPanic("WithRetryBudget", "b must not be nil")
-	}
-	return func(c *config) { c.budget = b }
+	return func(c *config) { c.budget, c.budgetSet = b, true }
 }
 
 // WithOnRetry sets a function called just before the Transport waits for a
-// retry, on the goroutine of RoundTrip. It must not block for long. It panics if
-// fn is nil.
-func WithOnRetry(fn func(RetryEvent)) Option {
+// retry, on the goroutine of RoundTrip, with the request's context and the
+// AttemptInfo of the retry (its Wait is the wait about to start; Status and
+// Err say what the failed attempt came to). It must not block for long. It
+// panics if fn is nil.
+func WithOnRetry(fn func(ctx context.Context, next AttemptInfo)) Option {
 	if fn == nil {
 		optionPanic("WithOnRetry", "fn must not be nil")
 	}
 	return func(c *config) { c.onRetry = fn }
 }
 
-// WithRetryUnsent lets the Transport retry a POST or PATCH that has no key when
-// the connection provably never opened (a dial error), so the server cannot have
-// seen the request. Off by default.
-func WithRetryUnsent() Option {
-	return func(c *config) { c.retryUnsent = true }
+// WithOnDone adds a function called once per operation, when RoundTrip is
+// about to return, with the request's context and the operation's Report. It
+// runs on the goroutine of RoundTrip and must not block for long. Several
+// WithOnDone functions all run, in the order given. It panics if fn is nil.
+func WithOnDone(fn func(ctx context.Context, r Report)) Option {
+	if fn == nil {
+		optionPanic("WithOnDone", "fn must not be nil")
+	}
+	return func(c *config) {
+		c.onDone = append(c.onDone[:len(c.onDone):len(c.onDone)], fn)
+	}
+}
+
+// WithRetryIf lets fn change which answers are retried. After each attempt
+// the Transport calls fn with the response (its headers only: fn must not
+// read or close the body) or the transport error (context.DeadlineExceeded
+// for an attempt cut by WithAttemptTimeout), and retryable, what the
+// Transport's own rules say; fn returns whether to retry. It may add answers
+// (a 425 or 520 that an API uses for "try again") or refuse retries; it
+// cannot make a request repeat that may not be (a POST or PATCH without a key
+// is sent once whatever fn says), and the other bounds (attempts, the cap,
+// the budget, the body) still apply. fn runs on the goroutine of RoundTrip,
+// or of a late attempt, and must be safe for concurrent use. It panics if fn
+// is nil.
+func WithRetryIf(fn func(resp *http.Response, err error, retryable bool) bool) Option {
+	if fn == nil {
+		optionPanic("WithRetryIf", "fn must not be nil")
+	}
+	return func(c *config) { c.retryIf = fn }
 }
 
 // WithBodyBufferLimit sets how many bytes of a request body without GetBody are

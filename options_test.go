@@ -29,7 +29,8 @@ func TestOptionsPanic(t *testing.T) {
 		{"AttemptTimeout negative", func() { WithAttemptTimeout(-time.Second) }, "idem: WithAttemptTimeout: d must not be negative"},
 		{"MaxRetryAfter negative", func() { WithMaxRetryAfter(-1) }, "idem: WithMaxRetryAfter: d must not be negative"},
 		{"KeyGenerator nil", func() { WithKeyGenerator(nil) }, "idem: WithKeyGenerator: gen must not be nil"},
-		{"RetryBudget nil", func() { WithRetryBudget(nil) }, "idem: WithRetryBudget: b must not be nil"},
+		{"OnDone nil", func() { WithOnDone(nil) }, "idem: WithOnDone: fn must not be nil"},
+		{"RetryIf nil", func() { WithRetryIf(nil) }, "idem: WithRetryIf: fn must not be nil"},
 		{"OnRetry nil", func() { WithOnRetry(nil) }, "idem: WithOnRetry: fn must not be nil"},
 		{"BodyBufferLimit negative", func() { WithBodyBufferLimit(-1) }, "idem: WithBodyBufferLimit: n must not be negative"},
 		{"Logger nil", func() { WithLogger(nil) }, "idem: WithLogger: l must not be nil"},
@@ -61,10 +62,10 @@ func TestDefaults(t *testing.T) {
 		zero.base != c.base || zero.max != c.max || !zero.autoKeys || zero.bodyLimit != c.bodyLimit {
 		t.Errorf("a zero Transport's policy %+v is not NewTransport(nil)'s", zero)
 	}
-	if c.maxAttempts != 5 || c.base != 300*time.Millisecond || c.max != 10*time.Second ||
+	if c.maxAttempts != 7 || c.base != 300*time.Millisecond || c.max != 10*time.Second ||
 		c.jitter != FullJitter || c.maxElapsed != 30*time.Second || c.attemptTimeout != 0 ||
 		c.maxRetryAfter != 30*time.Second || !c.autoKeys || c.quotedKeys ||
-		c.budget != nil || c.onRetry != nil || c.retryUnsent || c.bodyLimit != 1<<20 || c.logger != nil {
+		c.budget != nil || c.budgetSet || c.onRetry != nil || c.retryIf != nil || c.bodyLimit != 1<<20 || c.logger != nil {
 		t.Errorf("defaults: %+v", c)
 	}
 	if u, err := uuid.Parse(c.keyGen()); err != nil || u.Version() != 4 {
@@ -91,7 +92,7 @@ func TestZeroTransport(t *testing.T) {
 	var n atomic.Int32
 	var keys sync.Map
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		keys.Store(r.Header.Get(HeaderIdempotencyKey), true)
+		keys.Store(r.Header.Get(headerKeyName), true)
 		if n.Add(1) == 1 {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}

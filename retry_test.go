@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"fmt"
 	"strconv"
 
 	"bytes"
@@ -72,7 +73,7 @@ func TestBackoffTiming(t *testing.T) {
 		NoJitter:           {100 * ms, 200 * ms, 400 * ms, 800 * ms},
 	}
 	for _, j := range []Jitter{FullJitter, EqualJitter, DecorrelatedJitter, NoJitter} {
-		t.Run(j.String(), func(t *testing.T) {
+		t.Run(fmt.Sprint("jitter-", int(j)), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				const base, max = 100 * time.Millisecond, time.Second
 				rnd := func() float64 { return 0.7 }
@@ -152,7 +153,8 @@ func TestRetryAfter(t *testing.T) {
 				opts := append([]Option{WithJitter(NoJitter), WithBackoff(100*time.Millisecond, 10*time.Second)}, tt.opts...)
 				tr := NewTransport(f, opts...)
 				tr.rand = func() float64 { return 0.5 }
-				resp, err := tr.RoundTrip(mustRequest(t, context.Background(), http.MethodPost, "http://x/", "b"))
+				// A caller's key: a 409 on the first attempt under a generated key is final.
+				resp, err := tr.RoundTrip(mustRequest(t, ContextWithKey(context.Background(), "k"), http.MethodPost, "http://x/", "b"))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -177,12 +179,9 @@ func TestRetryAfter(t *testing.T) {
 func TestRetryAfterSpreadBounds(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		tr := NewTransport(&fakeRT{})
 		for _, r := range []float64{0, 0.25, 0.999999999, 1} {
-			tr.rand = func() float64 { return r }
-			o := &operation{t: tr}
 			for _, d := range []time.Duration{0, time.Millisecond, time.Second, 10 * time.Second, time.Hour} {
-				s := o.spread(d)
+				s := spread(d, r)
 				limit := min(time.Second, d/10)
 				if s < 0 || (limit > 0 && s >= limit) || (limit == 0 && s != 0) {
 					t.Errorf("spread(%v) with r=%v = %v, want in [0, %v)", d, r, s, limit)
@@ -241,7 +240,7 @@ func TestCancelDuringWait(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeRT{steps: statusSteps(503, 200)}
-		budget := NewBudget()
+		budget := newBudget()
 		tr := NewTransport(f, WithJitter(NoJitter), WithBackoff(time.Second, time.Second), WithRetryBudget(budget))
 		ctx, cancel := context.WithCancel(context.Background())
 		go func() {
@@ -312,9 +311,9 @@ func TestAttemptTimeout(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeRT{steps: []fakeStep{{block: true}, {block: true}, {status: 200, body: "ok"}}}
-		var events []RetryEvent
+		var events []AttemptInfo
 		tr := NewTransport(f, WithAttemptTimeout(time.Second), WithJitter(NoJitter), WithBackoff(100*time.Millisecond, time.Second),
-			WithOnRetry(func(e RetryEvent) { events = append(events, e) }))
+			WithOnRetry(func(_ context.Context, e AttemptInfo) { events = append(events, e) }))
 		start := time.Now()
 		resp, err := tr.RoundTrip(mustRequest(t, context.Background(), http.MethodPost, "http://x/", "b"))
 		if err != nil {
@@ -324,7 +323,7 @@ func TestAttemptTimeout(t *testing.T) {
 		if got := attemptOffsets(start, f.Calls()); !equalDurations(got, want) {
 			t.Errorf("attempts at %v, want %v", got, want)
 		}
-		if len(events) != 2 || events[0].Reason != ReasonAttemptTimeout || !errors.Is(events[0].Err, context.DeadlineExceeded) {
+		if len(events) != 2 || events[0].Reason != "attempt-timeout" || !errors.Is(events[0].Err, context.DeadlineExceeded) {
 			t.Errorf("events %+v", events)
 		}
 		if got := readAll(t, resp); got != "ok" {
@@ -402,7 +401,7 @@ func TestAttemptsExhausted(t *testing.T) {
 func TestBudgetRefusesRetry(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		empty := func() *Budget { return NewBudget(WithBudgetRatio(0), WithBudgetMinPerSecond(0)) }
+		empty := func() *Budget { return newBudget(budgetRatio(0), budgetMinPerSecond(0)) }
 		// A response is returned as it is.
 		f := &fakeRT{steps: statusSteps(503, 200)}
 		resp, err := NewTransport(f, WithRetryBudget(empty())).RoundTrip(mustRequest(t, context.Background(), http.MethodGet, "http://x/", ""))
@@ -417,7 +416,7 @@ func TestBudgetRefusesRetry(t *testing.T) {
 			t.Fatalf("err = %v after %d attempts", err, len(f.Calls()))
 		}
 		// With tokens, the same retry is made and recorded.
-		b := NewBudget()
+		b := newBudget()
 		f = &fakeRT{steps: statusSteps(503, 200)}
 		resp, err = NewTransport(f, WithRetryBudget(b), noWait()).RoundTrip(mustRequest(t, context.Background(), http.MethodGet, "http://x/", ""))
 		if err != nil || resp.StatusCode != 200 {
@@ -436,7 +435,7 @@ func TestBudgetHoldsHost(t *testing.T) {
 	for _, code := range []int{http.StatusTooManyRequests, http.StatusServiceUnavailable} {
 		t.Run(strconv.Itoa(code), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				b := NewBudget()
+				b := newBudget()
 				var (
 					mu    sync.Mutex
 					calls []time.Time
@@ -484,7 +483,7 @@ func TestBudgetHoldsHost(t *testing.T) {
 				n := len(calls)
 				_, err = NewTransport(rt, WithRetryBudget(b), WithMaxElapsed(10*time.Second)).RoundTrip(
 					mustRequest(t, context.Background(), http.MethodPost, "http://h1/", "body"))
-				if !errors.Is(err, ErrHostCoolingDown) || len(calls) != n || time.Since(before) != 0 {
+				if !errors.Is(err, ErrBudgetExhausted) || len(calls) != n || time.Since(before) != 0 {
 					t.Errorf("err = %v, %d attempts", err, len(calls)-n)
 				}
 			})
@@ -497,18 +496,19 @@ func TestOnRetryAndLogger(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeRT{steps: []fakeStep{{status: 409}, {err: errConnReset()}, {status: 201}}}
-		var events []RetryEvent
+		var events []AttemptInfo
 		var logs bytes.Buffer
 		logger := slog.New(slog.NewTextHandler(&logs, nil))
 		tr := NewTransport(f, WithJitter(NoJitter), WithBackoff(10*time.Millisecond, time.Second), WithLogger(logger),
-			WithOnRetry(func(e RetryEvent) { events = append(events, e) }), WithKeyGenerator(func() string { return "K" }))
-		resp, err := tr.RoundTrip(mustRequest(t, context.Background(), http.MethodPost, "http://user:secret@x/pay", "b"))
+			WithOnRetry(func(_ context.Context, e AttemptInfo) { events = append(events, e) }))
+		tr.rand = func() float64 { return 0 } // a bare 409's poll waits pollInterval/2
+		resp, err := tr.RoundTrip(mustRequest(t, ContextWithKey(context.Background(), "K"), http.MethodPost, "http://user:secret@x/pay", "b"))
 		if err != nil || resp.StatusCode != 201 {
 			t.Fatal(resp, err)
 		}
-		want := []RetryEvent{
-			{Attempt: 1, Key: "K", Method: "POST", URL: "http://user:xxxxx@x/pay", StatusCode: 409, Delay: 10 * time.Millisecond, Reason: ReasonInProgress},
-			{Attempt: 2, Key: "K", Method: "POST", URL: "http://user:xxxxx@x/pay", Err: errConnReset(), Delay: 20 * time.Millisecond, Reason: ReasonTransportError},
+		want := []AttemptInfo{
+			{Number: 2, Key: "K", Status: 409, Wait: pollInterval / 2, Reason: "in-progress", Poll: true},
+			{Number: 3, Key: "K", Err: errConnReset(), Wait: 20 * time.Millisecond, Reason: "network"},
 		}
 		if len(events) != len(want) {
 			t.Fatalf("events %+v", events)
@@ -529,7 +529,7 @@ func TestOnRetryAndLogger(t *testing.T) {
 func TestHoldPlacedDuringWait(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		b := NewBudget()
+		b := newBudget()
 		f := &fakeRT{steps: statusSteps(503, 200)}
 		tr := NewTransport(f, WithRetryBudget(b), WithJitter(NoJitter), WithBackoff(100*time.Millisecond, time.Second))
 		tr.rand = func() float64 { return 0 }
@@ -555,7 +555,7 @@ func TestHoldPlacedDuringWait(t *testing.T) {
 			b.holdHost("h", time.Now().Add(time.Minute))
 		}()
 		_, err = tr.RoundTrip(mustRequest(t, context.Background(), http.MethodGet, "http://h/", ""))
-		if e := asError(t, err); !errors.Is(err, ErrHostCoolingDown) || e.Attempts != 1 || e.LastStatus != 503 {
+		if e := asError(t, err); !errors.Is(err, ErrBudgetExhausted) || e.Attempts != 1 || e.LastStatus != 503 {
 			t.Errorf("err = %v", err)
 		}
 		if s := b.Stats(); s.Refunds != 1 {

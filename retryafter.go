@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/idemkit/idem/internal/httpfield"
 )
 
 // maxRetryAfterSeconds is where parseRetryAfter saturates: 2^31 seconds (about 68
@@ -33,7 +35,7 @@ func parseRetryAfter(value string, now time.Time) (time.Duration, bool) {
 	if value == "" {
 		return 0, false
 	}
-	if secs, ok := parseDeltaSeconds(value); ok {
+	if secs, ok := httpfield.DeltaSeconds(value, maxRetryAfterSeconds); ok {
 		return time.Duration(secs) * time.Second, true
 	}
 	t, err := http.ParseTime(value)
@@ -45,23 +47,4 @@ func parseRetryAfter(value string, now time.Time) (time.Duration, bool) {
 		return 0, true
 	}
 	return min(d, maxRetryAfter), true
-}
-
-// parseDeltaSeconds parses s as one or more ASCII digits, saturating at
-// maxRetryAfterSeconds. It reports false if s is empty or holds anything else.
-func parseDeltaSeconds(s string) (int64, bool) {
-	if s == "" {
-		return 0, false
-	}
-	var n int64
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		if n < maxRetryAfterSeconds { // once saturated, only check the remaining digits
-			n = min(n*10+int64(c-'0'), maxRetryAfterSeconds)
-		}
-	}
-	return n, true
 }

@@ -1,9 +1,12 @@
 package idem
 
 import (
+	"context"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 )
 
 // Transport is an http.RoundTripper that retries what is safe to retry: it
@@ -25,6 +28,8 @@ type Transport struct {
 	cfg  *config // nil: defaultPolicy
 
 	rand func() float64 // uniform in [0, 1); nil: math/rand/v2. A test hook.
+
+	quota atomic.Pointer[retryQuota] // the default retry quota, made on first use
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -54,6 +59,19 @@ func (t *Transport) policy() *config {
 	return t.cfg
 }
 
+// retryQuota returns the Transport's default retry quota, or nil when cfg
+// has a Budget (or WithRetryBudget(nil) turned every limit off).
+func (t *Transport) retryQuota(cfg *config) *retryQuota {
+	if cfg.budgetSet {
+		return nil
+	}
+	if q := t.quota.Load(); q != nil {
+		return q
+	}
+	t.quota.CompareAndSwap(nil, newRetryQuota())
+	return t.quota.Load()
+}
+
 // transport returns the RoundTripper that sends attempts.
 func (t *Transport) transport() http.RoundTripper {
 	if t.next == nil {
@@ -62,12 +80,12 @@ func (t *Transport) transport() http.RoundTripper {
 	return t.next
 }
 
-// random returns a uniform number in [0, 1).
-func (t *Transport) random() float64 {
+// random returns the source of uniform numbers in [0, 1).
+func (t *Transport) random() func() float64 {
 	if t.rand == nil {
-		return rand.Float64()
+		return rand.Float64
 	}
-	return t.rand()
+	return t.rand
 }
 
 // CloseIdleConnections closes the idle connections of the next RoundTripper, if
@@ -94,15 +112,26 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !wellFormed(req) {
 		return t.transport().RoundTrip(req)
 	}
+	if crossOrigin(req) {
+		req = withoutKey(req)
+	}
 	cfg := t.policy()
 	key, header, generated, err := cfg.resolveKey(req)
 	if err != nil {
 		closeRequestBody(req)
-		return nil, &Error{Key: key, Cause: err}
+		e := &Error{Key: key, Cause: err}
+		if len(cfg.onDone) > 0 {
+			cfg.done(req, Report{Key: key, Err: e, Stop: stopInvalidKey})
+		}
+		return nil, e
 	}
-	o := newOperation(t, cfg, req, key, header)
-	o.newKey = generated
-	return o.settle(o.run())
+	o := newOperation(t.transport(), t.random(), t.retryQuota(cfg), cfg, req, key, header, generated)
+	resp, err := o.settle(o.run())
+	o.settleQuota(resp)
+	if len(cfg.onDone) > 0 {
+		cfg.done(req, o.report(resp, err))
+	}
+	return resp, err
 }
 
 // wellFormed reports whether req is an http or https request that idem can
@@ -159,4 +188,61 @@ func validFieldValue(v string) bool {
 		}
 	}
 	return true
+}
+
+// crossOrigin reports whether req is a hop of an http.Client redirect to an
+// origin (scheme, host and port) other than the first request's. Such a hop
+// must not carry the caller's Idempotency-Key, as net/http drops
+// Authorization: the key is a credential of the first origin's operation, and
+// another server could replay or collide with it.
+func crossOrigin(req *http.Request) bool {
+	if req.Response == nil || req.Response.Request == nil {
+		return false
+	}
+	first := req.Response.Request
+	for first.Response != nil && first.Response.Request != nil {
+		first = first.Response.Request
+	}
+	return first.URL == nil || !strings.EqualFold(first.URL.Scheme, req.URL.Scheme) ||
+		!strings.EqualFold(originHost(first.URL.Scheme, first.URL.Host), originHost(req.URL.Scheme, req.URL.Host))
+}
+
+// originHost returns host with the scheme's default port made explicit.
+func originHost(scheme, host string) string {
+	if _, _, err := net.SplitHostPort(host); err == nil {
+		return host
+	}
+	if strings.EqualFold(scheme, "https") {
+		return net.JoinHostPort(strings.Trim(host, "[]"), "443")
+	}
+	return net.JoinHostPort(strings.Trim(host, "[]"), "80")
+}
+
+// withoutKey returns a copy of req with no Idempotency-Key: none on its
+// header (under any spelling) and none from its context. A POST or PATCH then
+// gets a key of its own, generated for this hop, unless auto-keys are off.
+func withoutKey(req *http.Request) *http.Request {
+	r := req.WithContext(context.WithValue(req.Context(), keyCtxKey{}, noKey{}))
+	r.Header = make(http.Header, len(req.Header))
+	for k, vs := range req.Header {
+		if !strings.EqualFold(k, headerKeyName) {
+			r.Header[k] = vs
+		}
+	}
+	return r
+}
+
+// noKey in a context's key slot hides a key set further up.
+type noKey struct{}
+
+// done calls the WithOnDone functions with r, completed from req.
+func (c *config) done(req *http.Request, r Report) {
+	r.Method = req.Method
+	if r.Method == "" {
+		r.Method = http.MethodGet
+	}
+	r.Host = req.URL.Host
+	for _, fn := range c.onDone {
+		fn(req.Context(), r)
+	}
 }

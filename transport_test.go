@@ -62,7 +62,7 @@ func TestKeyPriority(t *testing.T) {
 		quoted    bool
 		autoKeys  bool
 		wantSent  []string
-		wantKeyed string // the key reported by KeyFromRequest(resp.Request)
+		wantKeyed string // the key the attempt reported (AttemptInfo.Key)
 	}{
 		{"header wins, sent as is", http.MethodPost, []string{`"hdr"`}, "ctx", false, true, []string{`"hdr"`}, "hdr"},
 		{"raw header not re-formatted", http.MethodPost, []string{"hdr"}, "", true, true, []string{"hdr"}, "hdr"},
@@ -85,11 +85,11 @@ func TestKeyPriority(t *testing.T) {
 			tr := NewTransport(f, WithKeyGenerator(gen), withQuoted(tt.quoted), WithAutoKeys(tt.autoKeys))
 			ctx := context.Background()
 			if tt.ctxKey != "" {
-				ctx = WithKey(ctx, tt.ctxKey)
+				ctx = ContextWithKey(ctx, tt.ctxKey)
 			}
 			req := mustRequest(t, ctx, tt.method, "http://x/", "")
 			if tt.header != nil {
-				req.Header[HeaderIdempotencyKey] = tt.header
+				req.Header[headerKeyName] = tt.header
 			}
 			resp, err := tr.RoundTrip(req)
 			if err != nil {
@@ -99,8 +99,8 @@ func TestKeyPriority(t *testing.T) {
 			if got := f.Calls()[0].key; !reflect.DeepEqual(got, tt.wantSent) {
 				t.Errorf("sent %q, want %q", got, tt.wantSent)
 			}
-			if got := KeyFromRequest(resp.Request); got != tt.wantKeyed {
-				t.Errorf("KeyFromRequest(resp.Request) = %q, want %q", got, tt.wantKeyed)
+			if got := keyOf(resp); got != tt.wantKeyed {
+				t.Errorf("the attempt's AttemptInfo.Key = %q, want %q", got, tt.wantKeyed)
 			}
 		})
 	}
@@ -139,12 +139,12 @@ func TestInvalidKeyNothingSent(t *testing.T) {
 			tr := NewTransport(f, opts...)
 			ctx := context.Background()
 			if tt.ctxKey != nil {
-				ctx = WithKey(ctx, *tt.ctxKey)
+				ctx = ContextWithKey(ctx, *tt.ctxKey)
 			}
 			body := &closeCounter{Reader: strings.NewReader("body")}
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://x/", body)
 			if tt.header != nil {
-				req.Header[HeaderIdempotencyKey] = tt.header
+				req.Header[headerKeyName] = tt.header
 			}
 			resp, err := tr.RoundTrip(req)
 			if resp != nil {
@@ -354,7 +354,7 @@ func TestConcurrentOperations(t *testing.T) {
 	seen := map[string]int{}
 	rt := roundTripFunc(func(req *http.Request) (*http.Response, error) {
 		b, _ := io.ReadAll(req.Body)
-		key := req.Header.Get(HeaderIdempotencyKey)
+		key := req.Header.Get(headerKeyName)
 		mu.Lock()
 		seen[key]++
 		n := seen[key]
@@ -432,7 +432,7 @@ func TestInnerErrorMessages(t *testing.T) {
 	}{
 		{&keyError{source: "header", reason: "empty"}, "idem: invalid idempotency key from the header: empty"},
 		{&attemptTimeoutError{after: 2e9}, "idem: attempt timed out after 2s"},
-		{&attemptTimeoutError{after: 1e9, capped: true}, "idem: attempt cut after 1s by the operation's WithMaxElapsed cap"},
+		{&attemptTimeoutError{after: 1e9, capped: true}, "idem: attempt cut after 1s by the WithMaxElapsed cap"},
 		{&wrapError{sentinel: ErrBodyNotReplayable, err: io.EOF}, "idem: request body cannot be replayed: EOF"},
 	}
 	for _, tt := range tests {
@@ -449,7 +449,7 @@ func TestInnerErrorMessages(t *testing.T) {
 // withQuoted is WithQuotedKeys when on, else an option that changes nothing.
 func withQuoted(on bool) Option {
 	if on {
-		return WithQuotedKeys()
+		return WithQuotedKeys(true)
 	}
 	return WithAutoKeys(true)
 }

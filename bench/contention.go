@@ -9,6 +9,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/jitter"
 )
 
 // ContentionConfig sets up the reproduction of the AWS Architecture Blog's
@@ -60,7 +61,7 @@ type Strategy struct {
 
 // ContentionStrategies returns the strategies the blog compares: no backoff,
 // exponential backoff without jitter, and equal, full and decorrelated jitter,
-// all but the first computed by idem.NewBackOff.
+// all but the first computed by the jitter arithmetic idem uses (internal/jitter).
 func ContentionStrategies() []Strategy {
 	return []Strategy{
 		{Name: "no backoff", NoBackoff: true},
@@ -167,7 +168,8 @@ func simulateOCC(cfg ContentionConfig, s Strategy, n int, rng *rand.Rand) (calls
 	backoffs := make([]backoff.BackOff, n)
 	if !s.NoBackoff {
 		for i := range backoffs {
-			backoffs[i] = idem.NewBackOff(s.Jitter, cfg.Base, cfg.Cap, rng.Float64)
+			b := jitter.New(jitter.Kind(s.Jitter), cfg.Base, cfg.Cap, rng.Float64)
+			backoffs[i] = &b
 		}
 	}
 	q := make(occQueue, 0, n)

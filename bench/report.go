@@ -202,7 +202,7 @@ func (r *Report) writeContention(w writef) {
 		"run gives the same numbers): N clients each update one row under optimistic concurrency control (read the "+
 		"version, write with it; the write fails if another client wrote in between) and retry a failed write after "+
 		"the network delay plus a backoff. Network delay |N(%v, %v)| each way; backoff base %v, cap %v, computed by "+
-		"`idem.NewBackOff` for every strategy but \"no backoff\" (idem counts retries from 0, so its first wait is "+
+		"idem's own jitter arithmetic (internal/jitter) for every strategy but \"no backoff\" (idem counts retries from 0, so its first wait is "+
 		"drawn from [0, base)). Mean of %d runs per point.\n\n", c.Seed, c.NetMean, c.NetSD, c.Base, c.Cap, c.Runs)
 	w("![total calls](%s)\n\n![completion time](%s)\n\n", ChartContentionCalls, ChartContentionTime)
 	var names []string

@@ -31,10 +31,11 @@ type StormConfig struct {
 	Base, Max      time.Duration
 	MaxElapsed     time.Duration
 	AttemptTimeout time.Duration
-	// BudgetOptions configure the Budget of the second run; BudgetLabel is
-	// how the report describes it.
-	BudgetOptions []idem.BudgetOption
-	BudgetLabel   string
+	// BudgetRatio and BudgetMinPerSecond configure the Budget of the second
+	// run (idem.NewBudget); BudgetLabel is how the report describes it.
+	BudgetRatio        float64
+	BudgetMinPerSecond int
+	BudgetLabel        string
 }
 
 // DefaultStorm returns the full run's storm: 200 calls/s, a 2 s outage between
@@ -42,17 +43,19 @@ type StormConfig struct {
 // 333 ms cap, 1 s total), five attempts, and a Budget with its defaults.
 func DefaultStorm() StormConfig {
 	return StormConfig{
-		Rate:           200,
-		Warmup:         time.Second,
-		Outage:         2 * time.Second,
-		Recovery:       time.Second,
-		Bucket:         100 * time.Millisecond,
-		MaxAttempts:    5,                                               // idem's default
-		Base:           300 * time.Millisecond / 30,                     // idem's default base / 30
-		Max:            (10 * time.Second / 30).Round(time.Millisecond), // idem's default max / 30
-		MaxElapsed:     30 * time.Second / 30,                           // idem's default cap / 30
-		AttemptTimeout: time.Second,
-		BudgetLabel:    "idem.NewBudget() (defaults: ratio 0.1, 10 retries/s reserve, 10 s window)",
+		Rate:               200,
+		Warmup:             time.Second,
+		Outage:             2 * time.Second,
+		Recovery:           time.Second,
+		Bucket:             100 * time.Millisecond,
+		MaxAttempts:        5,                                               // idem's default
+		Base:               300 * time.Millisecond / 30,                     // idem's default base / 30
+		Max:                (10 * time.Second / 30).Round(time.Millisecond), // idem's default max / 30
+		MaxElapsed:         30 * time.Second / 30,                           // idem's default cap / 30
+		AttemptTimeout:     time.Second,
+		BudgetRatio:        0.1,
+		BudgetMinPerSecond: 10,
+		BudgetLabel:        "idem.NewBudget(0.1, 10) (ratio 0.1, 10 retries/s reserve, 10 s window)",
 	}
 }
 
@@ -108,7 +111,7 @@ func RunStorm(ctx context.Context, cfg StormConfig) (StormResult, error) {
 		return res, err
 	}
 	res.NoBudget.Name = "no budget"
-	if res.Budget, _, err = runStorm(ctx, cfg, idem.NewBudget(cfg.BudgetOptions...)); err != nil {
+	if res.Budget, _, err = runStorm(ctx, cfg, idem.NewBudget(cfg.BudgetRatio, cfg.BudgetMinPerSecond)); err != nil {
 		return res, err
 	}
 	res.Budget.Name = "retry budget"

@@ -11,14 +11,14 @@ import (
 	"github.com/idemkit/idem"
 )
 
-// retries records the RetryEvents of a client's operations.
+// retries records the retries of a client's operations.
 type retries struct {
 	mu     sync.Mutex
-	events []idem.RetryEvent
+	events []idem.AttemptInfo
 	hook   func() // run on each retry, before the wait (nil: none)
 }
 
-func (r *retries) onRetry(ev idem.RetryEvent) {
+func (r *retries) onRetry(_ context.Context, ev idem.AttemptInfo) {
 	r.mu.Lock()
 	r.events = append(r.events, ev)
 	hook := r.hook
@@ -28,10 +28,10 @@ func (r *retries) onRetry(ev idem.RetryEvent) {
 	}
 }
 
-func (r *retries) all() []idem.RetryEvent {
+func (r *retries) all() []idem.AttemptInfo {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]idem.RetryEvent(nil), r.events...)
+	return append([]idem.AttemptInfo(nil), r.events...)
 }
 
 // baseTransport is what the idem clients of these tests send through. Keep-alives
@@ -56,7 +56,7 @@ type reply struct {
 }
 
 // postPayment runs one logical payment for customer through client. ctx may
-// carry a key (idem.WithKey). A transport error is returned as it is.
+// carry a key (idem.ContextWithKey). A transport error is returned as it is.
 func postPayment(ctx context.Context, client *http.Client, url, customer string) (reply, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/payments", strings.NewReader(paymentBody(customer)))
 	if err != nil {
@@ -68,7 +68,13 @@ func postPayment(ctx context.Context, client *http.Client, url, customer string)
 		return reply{}, err
 	}
 	defer resp.Body.Close()
-	r := reply{status: resp.StatusCode, replayed: idem.Replayed(resp), key: idem.KeyFromRequest(resp.Request)}
+	r := reply{status: resp.StatusCode, replayed: idem.Replayed(resp), key: keyOf(resp)}
 	r.body, r.bodyErr = io.ReadAll(resp.Body)
 	return r, nil
+}
+
+// keyOf returns the key the operation that answered resp sent.
+func keyOf(resp *http.Response) string {
+	a, _ := idem.AttemptFromContext(resp.Request.Context())
+	return a.Key
 }

@@ -93,7 +93,7 @@ func checkLateAnswer(t *testing.T, srv *serverProcess, late time.Duration, forge
 	var ie *idem.Error
 	switch {
 	case resp != nil:
-		forget(idem.KeyFromRequest(resp.Request))
+		forget(keyOf(resp))
 	case errors.As(err, &ie):
 		forget(ie.Key)
 	case len(evs) > 0:
@@ -130,13 +130,13 @@ func checkLateAnswer(t *testing.T, srv *serverProcess, late time.Duration, forge
 
 // retryHistory formats what each retried attempt got: "1:timeout(wait 120ms)
 // 2:409 Retry-After 30s(wait 0s)".
-func retryHistory(evs []idem.RetryEvent) string {
+func retryHistory(evs []idem.AttemptInfo) string {
 	if len(evs) == 0 {
 		return "no retry"
 	}
 	parts := make([]string, len(evs))
 	for i, ev := range evs {
-		what := fmt.Sprint(ev.StatusCode)
+		what := fmt.Sprint(ev.Status)
 		if ev.Err != nil {
 			what = ev.Err.Error()
 			if errors.Is(ev.Err, context.DeadlineExceeded) {
@@ -146,7 +146,7 @@ func retryHistory(evs []idem.RetryEvent) string {
 		if ev.RetryAfter > 0 {
 			what += " Retry-After " + ev.RetryAfter.String()
 		}
-		parts[i] = fmt.Sprintf("%d:%s(wait %v)", ev.Attempt, what, ev.Delay.Round(time.Millisecond))
+		parts[i] = fmt.Sprintf("%d:%s(wait %v)", ev.Number-1, what, ev.Wait.Round(time.Millisecond))
 	}
 	return strings.Join(parts, " ")
 }

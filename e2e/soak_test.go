@@ -60,7 +60,7 @@ func newSoakClient() *soakClient {
 		idem.WithBackoff(5*time.Millisecond, 50*time.Millisecond),
 		idem.WithAttemptTimeout(3*time.Second),
 		idem.WithMaxElapsed(soakCap),
-		idem.WithOnRetry(func(ev idem.RetryEvent) {
+		idem.WithOnRetry(func(_ context.Context, ev idem.AttemptInfo) {
 			c.mu.Lock()
 			c.retries[ev.Key]++
 			c.mu.Unlock()
@@ -74,7 +74,7 @@ func newSoakClient() *soakClient {
 func (c *soakClient) pay(url, customer string) soakOp {
 	o := soakOp{customer: customer, key: idem.KeyFor("e2e-soak", customer)}
 	start := time.Now()
-	r, err := postPayment(idem.WithKey(context.Background(), o.key), c.http, url, customer)
+	r, err := postPayment(idem.ContextWithKey(context.Background(), o.key), c.http, url, customer)
 	o.elapsed = time.Since(start)
 	c.mu.Lock()
 	o.attempts = c.retries[o.key] + 1

@@ -271,7 +271,7 @@ func runKillSoak(t *testing.T, srv *serverProcess, store *killable) {
 
 // killPay runs o's payment, answered delay after its write, with o's key.
 func killPay(ctx context.Context, client *http.Client, url string, o killOp, delay time.Duration) killOp {
-	req, err := http.NewRequestWithContext(idem.WithKey(ctx, o.key), http.MethodPost, url+"/payments", strings.NewReader(paymentBody(o.customer)))
+	req, err := http.NewRequestWithContext(idem.ContextWithKey(ctx, o.key), http.MethodPost, url+"/payments", strings.NewReader(paymentBody(o.customer)))
 	if err != nil {
 		o.err = err
 		return o

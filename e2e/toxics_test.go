@@ -52,7 +52,7 @@ func TestTransientFaults(t *testing.T) {
 		name         string
 		toxic        toxic
 		opts         []idem.Option
-		reason       idem.Reason
+		reason       string
 		wantReplayed bool // the server executed the first attempt
 		// The first attempt, keyed, goes on past its time-out: its own 201
 		// (once the toxic is gone) or the retry's replay may come first.
@@ -62,7 +62,7 @@ func TestTransientFaults(t *testing.T) {
 			name:         "latency past the attempt timeout",
 			toxic:        toxic{Type: "latency", Stream: "downstream", Attributes: map[string]any{"latency": 5000}},
 			opts:         []idem.Option{idem.WithAttemptTimeout(300 * time.Millisecond)},
-			reason:       idem.ReasonAttemptTimeout,
+			reason:       "attempt-timeout",
 			eitherAnswer: true,
 		},
 		{
@@ -71,25 +71,25 @@ func TestTransientFaults(t *testing.T) {
 			name:         "request swallowed (timeout toxic)",
 			toxic:        toxic{Type: "timeout", Stream: "upstream", Attributes: map[string]any{"timeout": 0}},
 			opts:         []idem.Option{idem.WithAttemptTimeout(300 * time.Millisecond)},
-			reason:       idem.ReasonAttemptTimeout,
+			reason:       "attempt-timeout",
 			wantReplayed: false,
 		},
 		{
 			name:         "connection reset before the request reaches the server",
 			toxic:        toxic{Type: "reset_peer", Stream: "upstream", Attributes: map[string]any{"timeout": 0}},
-			reason:       idem.ReasonTransportError,
+			reason:       "network",
 			wantReplayed: false,
 		},
 		{
 			name:         "connection reset when the response comes back",
 			toxic:        toxic{Type: "reset_peer", Stream: "downstream", Attributes: map[string]any{"timeout": 0}},
-			reason:       idem.ReasonTransportError,
+			reason:       "network",
 			wantReplayed: true,
 		},
 		{
 			name:         "response cut in its headers (limit_data)",
 			toxic:        toxic{Type: "limit_data", Stream: "downstream", Attributes: map[string]any{"bytes": 12}},
-			reason:       idem.ReasonTransportError,
+			reason:       "network",
 			wantReplayed: true,
 		},
 	}
@@ -156,12 +156,12 @@ func measure(t *testing.T, url, customer string) (total, body int) {
 		}
 		return countingConn{Conn: c, n: &n}, nil
 	}
-	ctx := idem.WithKey(context.Background(), "measure-"+customer) // a plain client ignores it
+	ctx := idem.ContextWithKey(context.Background(), "measure-"+customer) // a plain client ignores it
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/payments", strings.NewReader(paymentBody(customer)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set(idem.HeaderIdempotencyKey, "measure-"+customer)
+	req.Header.Set("Idempotency-Key", "measure-"+customer)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := (&http.Client{Transport: tr}).Do(req)
 	if err != nil {
@@ -206,7 +206,7 @@ func TestResponseCutMidBody(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	again, err := postPayment(idem.WithKey(context.Background(), r.key), client, px.URL, customer)
+	again, err := postPayment(idem.ContextWithKey(context.Background(), r.key), client, px.URL, customer)
 	if err != nil {
 		t.Fatalf("running the payment again: %v", err)
 	}

@@ -121,7 +121,7 @@ func (c *checkout) call(ctx context.Context, key, url, auth string, body any) st
 	if err != nil {
 		return step{Err: err}
 	}
-	req, err := http.NewRequestWithContext(idem.WithKey(ctx, key), http.MethodPost, url, bytes.NewReader(b))
+	req, err := http.NewRequestWithContext(idem.ContextWithKey(ctx, key), http.MethodPost, url, bytes.NewReader(b))
 	if err != nil {
 		return step{Err: err}
 	}

@@ -94,7 +94,7 @@ func send(client *http.Client, url, key, token, body string) (int, checkoutRespo
 	if err != nil {
 		return 0, checkoutResponse{}, err
 	}
-	req.Header.Set(idem.HeaderIdempotencyKey, key) // the app's own key, kept with the cart
+	req.Header.Set("Idempotency-Key", key) // the app's own key, kept with the cart
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := client.Do(req)

@@ -71,7 +71,7 @@ func newClient(retries *atomic.Int64) *http.Client {
 		idem.WithBackoff(5*time.Millisecond, 50*time.Millisecond), // short: the test stays fast
 		idem.WithAttemptTimeout(time.Second),
 		idem.WithMaxElapsed(opCap),
-		idem.WithOnRetry(func(idem.RetryEvent) { retries.Add(1) }),
+		idem.WithOnRetry(func(context.Context, idem.AttemptInfo) { retries.Add(1) }),
 	)}
 }
 
@@ -83,7 +83,7 @@ func pay(client *http.Client, url, customer, key string) (o outcome) {
 	start := time.Now()
 	defer func() { o.elapsed = time.Since(start) }()
 	body := fmt.Sprintf(`{"customer":%q,"amount":1250,"currency":"EUR"}`, customer)
-	req, err := http.NewRequestWithContext(idem.WithKey(context.Background(), key),
+	req, err := http.NewRequestWithContext(idem.ContextWithKey(context.Background(), key),
 		http.MethodPost, url+"/payments", strings.NewReader(body))
 	if err != nil {
 		o.err = err

@@ -157,12 +157,12 @@ func (d *demo) idemClient(step, customer string, slow bool) (*http.Client, *send
 		idem.WithAttemptTimeout(clientTimeout),
 		idem.WithBackoff(50*time.Millisecond, 500*time.Millisecond),
 		idem.WithMaxElapsed(8*time.Second),
-		idem.WithOnRetry(func(ev idem.RetryEvent) {
+		idem.WithOnRetry(func(_ context.Context, ev idem.AttemptInfo) {
 			text := retryText(ev, clientTimeout)
-			if ev.Reason == idem.ReasonAttemptTimeout {
+			if ev.Reason == "attempt-timeout" {
 				text += ", kept open" // a keyed attempt goes on past its time-out
 			}
-			d.t.line(step, ev.Attempt, text, shortKey(ev.Key), "-", d.srv.Payments(customer))
+			d.t.line(step, ev.Number-1, text, shortKey(ev.Key), "-", d.srv.Payments(customer))
 		}),
 	)}, s
 }
@@ -183,7 +183,8 @@ func (d *demo) withIdem() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("(b) reading the response: %w", err)
 	}
-	key := idem.KeyFromRequest(resp.Request)
+	attempt, _ := idem.AttemptFromContext(resp.Request.Context())
+	key := attempt.Key
 	d.t.line("b", sent.attempt(resp), statusText(resp, body), shortKey(key), replayedText(resp), d.srv.Payments(customer))
 	if err := d.gw.await(sent.count(), settleWithin); err != nil {
 		return "", err
@@ -209,7 +210,7 @@ func (d *demo) again(key string, amount int) error {
 	const customer = "cus_bob"
 	client, sent := d.idemClient("c", customer, false)
 	defer client.CloseIdleConnections()
-	ctx := idem.WithKey(context.Background(), key)
+	ctx := idem.ContextWithKey(context.Background(), key)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url+"/payments",
 		strings.NewReader(payment(customer, amount)))
 	if err != nil {

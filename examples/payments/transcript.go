@@ -85,15 +85,15 @@ func errorText(err error, timeout time.Duration) string {
 	return "error: " + err.Error()
 }
 
-// retryText describes the failed attempt of a RetryEvent.
-func retryText(ev idem.RetryEvent, timeout time.Duration) string {
+// retryText describes the failed attempt before the retry ev.
+func retryText(ev idem.AttemptInfo, timeout time.Duration) string {
 	switch {
-	case ev.Reason == idem.ReasonAttemptTimeout:
+	case ev.Reason == "attempt-timeout":
 		return "timed out after " + timeout.String()
-	case ev.Reason == idem.ReasonInProgress:
+	case ev.Reason == "in-progress":
 		return fmt.Sprintf("409 in progress, Retry-After %v", ev.RetryAfter)
 	case ev.Err != nil:
 		return errorText(ev.Err, timeout)
 	}
-	return strconv.Itoa(ev.StatusCode) + " " + http.StatusText(ev.StatusCode)
+	return strconv.Itoa(ev.Status) + " " + http.StatusText(ev.Status)
 }
