@@ -59,6 +59,8 @@ type ForeignScenario struct {
 	// operations: Rate started per second for Duration.
 	Rate     int
 	Duration time.Duration
+	// Ops, if not 0, replaces ForeignConfig.Ops for this scenario.
+	Ops int
 }
 
 // streamOps is the number of operations of ForeignSustained's stream.
@@ -90,7 +92,8 @@ func (sc ForeignScenario) validate() error {
 type ForeignConfig struct {
 	// Ops is the number of operations of every row but the sustained
 	// outage's (pairs of an original and its duplicate for
-	// ForeignInProgress). They all start at once.
+	// ForeignInProgress), unless the scenario sets its own. They all start
+	// at once.
 	Ops int
 	// DuplicateDelayMax: a duplicate is sent U[0, DuplicateDelayMax) after
 	// the server has taken its original's key.
@@ -100,24 +103,39 @@ type ForeignConfig struct {
 	Seed uint64
 }
 
-// DefaultForeign returns the full run's section 6: 50 operations per row; a
-// real conflict; duplicates in flight against a 3 s and an 8 s handler; a 3 s
-// outage answered 503 and one with connections refused; and a sustained
-// outage, 100 operations per second for 5 s against a server answering 503.
+// DefaultForeign returns the full run's section 6: a real conflict, 50
+// operations at once; duplicates in flight against a 3 s and an 8 s handler,
+// a 3 s outage answered 503 and one with connections refused, each with 20
+// operations at once and with 50 (more than a Transport's default retry quota
+// pays for); and a sustained outage, 100 operations per second for 5 s
+// against a server answering 503.
 func DefaultForeign() ForeignConfig {
-	return ForeignConfig{
+	cfg := ForeignConfig{
 		Ops:               50,
 		DuplicateDelayMax: time.Second,
 		Scenarios: []ForeignScenario{
-			{Name: `plain 409: a real conflict (409 {"error":"username already taken"} to every POST)`, Kind: ForeignConflict},
-			{Name: "bare in-progress 409: a duplicate while a 3 s handler runs (409, no Retry-After)", Kind: ForeignInProgress, Handler: 3 * time.Second},
-			{Name: "bare in-progress 409: a duplicate while an 8 s handler runs (409, no Retry-After)", Kind: ForeignInProgress, Handler: 8 * time.Second},
-			{Name: "3 s total outage: every request answered 503, then healthy", Kind: ForeignOutage, Outage: 3 * time.Second},
-			{Name: "3 s total outage: every connection refused, then healthy", Kind: ForeignRefused, Outage: 3 * time.Second},
-			SustainedOutage(100, 5*time.Second),
+			{Name: `plain 409, 50 operations at once: a real conflict (409 {"error":"username already taken"} to every POST)`, Kind: ForeignConflict},
 		},
 		Seed: 1,
 	}
+	for _, h := range []time.Duration{3 * time.Second, 8 * time.Second} {
+		for _, n := range []int{20, 50} {
+			cfg.Scenarios = append(cfg.Scenarios, ForeignScenario{Kind: ForeignInProgress, Handler: h, Ops: n,
+				Name: fmt.Sprintf("bare in-progress 409, %d duplicates at once, each while a %v handler runs (409, no Retry-After)", n, h)})
+		}
+	}
+	for _, kind := range []ForeignKind{ForeignOutage, ForeignRefused} {
+		what := "every request answered 503"
+		if kind == ForeignRefused {
+			what = "every connection refused"
+		}
+		for _, n := range []int{20, 50} {
+			cfg.Scenarios = append(cfg.Scenarios, ForeignScenario{Kind: kind, Outage: 3 * time.Second, Ops: n,
+				Name: fmt.Sprintf("3 s total outage, %d operations at once: %s, then healthy", n, what)})
+		}
+	}
+	cfg.Scenarios = append(cfg.Scenarios, SustainedOutage(100, 5*time.Second))
+	return cfg
 }
 
 // SustainedOutage returns the ForeignSustained scenario: rate operations per
@@ -310,6 +328,9 @@ func sendForeign(ctx context.Context, client *http.Client, url, key string) fore
 
 // runForeignRow runs client c in scenario sc against a server of its own.
 func runForeignRow(ctx context.Context, cfg ForeignConfig, sc ForeignScenario, c ForeignClient, seed uint64) (ForeignResult, error) {
+	if sc.Ops > 0 {
+		cfg.Ops = sc.Ops
+	}
 	base := newBaseTransport()
 	defer base.CloseIdleConnections()
 	client := c.New(countingTransport{base})

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -421,9 +422,29 @@ func TestForeignConfigs(t *testing.T) {
 				t.Errorf("quick %v, %q: outage %v, want 3s", quick, sc.Name, sc.Outage)
 			}
 		}
-		if kinds[ForeignConflict] != 1 || kinds[ForeignInProgress] != 2 || kinds[ForeignOutage] != 1 ||
-			kinds[ForeignRefused] != 1 || kinds[ForeignSustained] != 1 {
+		// The full run has each in-progress and outage scenario with 20
+		// operations and with 50; the quick run with 20 only.
+		per := 2
+		if quick {
+			per = 1
+		}
+		if kinds[ForeignConflict] != 1 || kinds[ForeignInProgress] != 2*per || kinds[ForeignOutage] != per ||
+			kinds[ForeignRefused] != per || kinds[ForeignSustained] != 1 {
 			t.Errorf("quick %v: scenarios by kind %v", quick, kinds)
+		}
+		names := map[string]bool{}
+		for _, sc := range cfg.Scenarios {
+			if names[sc.Name] {
+				t.Errorf("quick %v: two scenarios named %q", quick, sc.Name)
+			}
+			names[sc.Name] = true
+			n := cfg.Ops
+			if sc.Ops > 0 {
+				n = sc.Ops
+			}
+			if sc.Kind != ForeignSustained && !strings.Contains(sc.Name, strconv.Itoa(n)+" ") {
+				t.Errorf("quick %v: %q does not say its %d operations", quick, sc.Name, n)
+			}
 		}
 	}
 	if _, err := RunForeign(context.Background(), ForeignConfig{Ops: 1, Scenarios: []ForeignScenario{{Kind: ForeignInProgress}}}, nil); err == nil ||

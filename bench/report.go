@@ -409,16 +409,17 @@ func (r *Report) writeForeign(w writef) {
 	w("Clients: %s. Every operation is one POST of a small JSON body; attempts are counted under the retry layer "+
 		"(a refused connection is an attempt).\n\n", strings.Join(setups, "; "))
 	w("The servers. *Plain 409*: every POST is answered `409 {\"error\":\"username already taken\"}`, a real conflict "+
-		"(Kubernetes' AlreadyExists, a username taken); %d operations at once, without a key from the caller; the outcome "+
+		"(Kubernetes' AlreadyExists, a username taken); the operations carry no key from the caller; the outcome "+
 		"is that 409 and its body. *Bare in-progress 409*: an idempotency middleware of the server's own, as npm's "+
 		"express-idempotency behaves: the first request with a key runs the handler, a duplicate while it runs is "+
-		"answered 409 with no `Retry-After` and no problem type, a duplicate after it gets the stored response; %d "+
-		"originals at once, each with a key of the caller's, and each one's duplicate (the same key, the same client) "+
+		"answered 409 with no `Retry-After` and no problem type, a duplicate after it gets the stored response; the "+
+		"originals start at once, each with a key of the caller's, and each one's duplicate (the same key, the same client) "+
 		"U[0, %v) after the server took the key; the rows measure the duplicates, whose outcome is the stored 201. "+
-		"*3 s total outage*: %d operations start as the server goes down, answering 503 without `Retry-After` (or, in the "+
-		"second row, refusing every connection: nothing listens on the port) for 3 s, then 201; the outcome is the 201. "+
+		"*3 s total outage*: the operations start as the server goes down, answering 503 without `Retry-After` (or "+
+		"refusing every connection: nothing listens on the port) for 3 s, then 201; the outcome is the 201. "+
 		"*Sustained outage*: the server answers 503 to everything while operations start at a steady rate; what counts "+
-		"is the load each operation puts on it.\n\n", c.Ops, c.Ops, c.DuplicateDelayMax, c.Ops)
+		"is the load each operation puts on it. Each row's name gives how many operations start at once; every row has "+
+		"a client of its own, so a limit per client (idem's retry quota) starts full in each.\n\n", c.DuplicateDelayMax)
 	w("Columns: *completed*, the operations whose caller got the outcome; *requests per operation*, attempts sent ÷ " +
 		"operations; *time to outcome*, from the operation's start until its caller has the outcome (∞ when it never " +
 		"does: an error, a 503, or a 409 that only says \"in progress\"); *time to answer*, the same for whatever answer " +

@@ -133,7 +133,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	if want(6) {
-		logf("6/6 a server that does not implement keys (%d operations per row, the clients of a scenario at once)", p.foreign.Ops)
+		logf("6/6 a server that does not implement keys (%d scenarios, the clients of a scenario at once)", len(p.foreign.Scenarios))
 		rep.ForeignCfg = p.foreign
 		if rep.Foreign, err = RunForeign(ctx, p.foreign, ForeignClients()); err != nil {
 			return nil, err
@@ -181,14 +181,22 @@ func paramsFor(quick bool) params {
 	p.storm.Rate = 400
 	p.storm.Warmup, p.storm.Outage, p.storm.Recovery = 250*time.Millisecond, time.Second, 250*time.Millisecond
 	p.server = ServerLoadConfig{Workers: 8, Duration: 250 * time.Millisecond, Warmup: 100 * time.Millisecond, Rounds: 1}
-	// The same handlers and outages (the times are the point), fewer
-	// operations, a shorter stream.
+	// The same handlers and outages (the times are the point), 20
+	// operations per row, a shorter stream.
 	p.foreign.Ops = 20
-	for i, sc := range p.foreign.Scenarios {
-		if sc.Kind == ForeignSustained {
-			p.foreign.Scenarios[i] = SustainedOutage(sc.Rate, 2*time.Second)
+	var scs []ForeignScenario
+	for _, sc := range p.foreign.Scenarios {
+		switch {
+		case sc.Ops > p.foreign.Ops:
+			continue
+		case sc.Kind == ForeignConflict:
+			sc.Name = strings.Replace(sc.Name, "50 operations", "20 operations", 1)
+		case sc.Kind == ForeignSustained:
+			sc = SustainedOutage(sc.Rate, 2*time.Second)
 		}
+		scs = append(scs, sc)
 	}
+	p.foreign.Scenarios = scs
 	return p
 }
 
