@@ -6,7 +6,7 @@
 // gonum/plot. One command runs every section and writes results/RESULTS.md:
 //
 //	cd bench && go run ./cmd/bench          # full run, a few minutes on 2 cores
-//	cd bench && go run ./cmd/bench -quick   # CI-sized smoke run, about 25 s
+//	cd bench && go run ./cmd/bench -quick   # CI-sized smoke run, about 90 s
 //
 // The client overhead measurements are also ordinary benchmarks:
 //

@@ -13,7 +13,7 @@ import (
 
 // Config says what Run measures and where it writes.
 type Config struct {
-	// Quick makes every section CI-sized: the whole run takes about 25 s.
+	// Quick makes every section CI-sized: the whole run takes about 90 s.
 	Quick bool
 	// Out is the directory RESULTS.md and the charts are written to.
 	Out string

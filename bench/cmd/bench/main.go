@@ -1,8 +1,8 @@
 // Command bench runs idem's benchmarks side by side with its peers and writes
 // RESULTS.md and PNG charts:
 //
-//	cd bench && go run ./cmd/bench            # full run, about six minutes on 2 cores with every topology
-//	cd bench && go run ./cmd/bench -quick     # CI-sized smoke run, about 25 s
+//	cd bench && go run ./cmd/bench            # full run, about seven minutes on 2 cores with every topology
+//	cd bench && go run ./cmd/bench -quick     # CI-sized smoke run, about 90 s
 //	cd bench && go run ./cmd/bench -out /tmp/results -sections 1,3
 package main
 
@@ -20,7 +20,7 @@ import (
 )
 
 func main() {
-	quick := flag.Bool("quick", false, "CI-sized smoke run (about 25 s)")
+	quick := flag.Bool("quick", false, "CI-sized smoke run (about 90 s)")
 	out := flag.String("out", "results", "directory for RESULTS.md and the charts")
 	sections := flag.String("sections", "", "comma-separated sections to run, 1 to 6 (default all)")
 	flag.Parse()
