@@ -30,7 +30,7 @@ func TestQuickRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, want := range []string{"## 1.", "## 2.", "## 3.", "## 4.", "## 5.", "cores", "go1.", "go test -run TestQuickRun"} {
+		for _, want := range []string{"## 1.", "## 2.", "## 3.", "## 4.", "## 5.", "## 6.", "cores", "go1.", "go test -run TestQuickRun"} {
 			if !bytes.Contains(md, []byte(want)) {
 				t.Errorf("%s lacks %q", ResultsFile, want)
 			}
@@ -94,6 +94,28 @@ func TestQuickRun(t *testing.T) {
 			st.NoBudget.OutageAttemptsPerCall(), st.Budget.OutageAttemptsPerCall())
 		if st.NoBudget.RetriesDenied != 0 {
 			t.Errorf("%d retries denied without a budget", st.NoBudget.RetriesDenied)
+		}
+	})
+
+	t.Run("a server that does not implement keys", func(t *testing.T) {
+		if want := len(rep.ForeignCfg.Scenarios) * len(ForeignClients()); len(rep.Foreign) != want {
+			t.Fatalf("%d rows, want %d", len(rep.Foreign), want)
+		}
+		for _, f := range rep.Foreign {
+			if f.Ops == 0 || f.Requests < f.Ops || f.Completed > f.Ops || f.SetupFailures != 0 {
+				t.Errorf("%s, %s: %d operations, %d requests, %d completed, %d originals failed",
+					f.Client, f.Scenario.Name, f.Ops, f.Requests, f.Completed, f.SetupFailures)
+			}
+			t.Logf("%s, %s: %d / %d completed, %.2f requests per operation, outcome p99 %s",
+				f.Client, f.Scenario.Name, f.Completed, f.Ops, f.RequestsPerOp(), opTime(f.OutcomeP99))
+			// The peers' counts depend on their rules alone, not on timing.
+			want := map[string]map[ForeignKind]float64{
+				"go-retryablehttp": {ForeignConflict: 1, ForeignInProgress: 1, ForeignSustained: 5},
+				"failsafe-go":      {ForeignConflict: 1, ForeignInProgress: 1, ForeignSustained: 3, ForeignOutage: 3, ForeignRefused: 3},
+			}
+			if n, ok := want[f.Client][f.Scenario.Kind]; ok && f.RequestsPerOp() != n {
+				t.Errorf("%s, %s: %.2f requests per operation, want %.0f", f.Client, f.Scenario.Name, f.RequestsPerOp(), n)
+			}
 		}
 	})
 

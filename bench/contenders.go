@@ -16,6 +16,11 @@ type Contender struct {
 	Name string
 	// New returns a client whose retry layer (if any) sends through next.
 	New func(next http.RoundTripper) *http.Client
+	// Capped, if set, returns the same client bounding every operation by
+	// itself to bound (idem's WithMaxElapsed), for the OwnCap cases: it then
+	// runs without a caller deadline, and the stacks without Capped get bound
+	// as a context deadline.
+	Capped func(next http.RoundTripper, bound time.Duration) *http.Client
 }
 
 // OverheadContenders returns the client stacks of section 1, each configured as
@@ -24,7 +29,8 @@ type Contender struct {
 //
 //   - bare: the http.Transport alone, the baseline.
 //   - idem: idem.NewTransport with its defaults (an Idempotency-Key is generated
-//     for every POST, so the POST is retryable).
+//     for every POST, so the POST is retryable); in the OwnCap cases with
+//     WithMaxElapsed set to the bound the others get as a context deadline.
 //   - go-retryablehttp: retryablehttp.NewClient with its default logger removed,
 //     used through StandardClient so that every contender is an *http.Client.
 //   - failsafe-go: failsafehttp.NewRoundTripper with failsafehttp's retry policy
@@ -36,6 +42,8 @@ func OverheadContenders() []Contender {
 		}},
 		{Name: "idem", New: func(next http.RoundTripper) *http.Client {
 			return &http.Client{Transport: idem.NewTransport(next)}
+		}, Capped: func(next http.RoundTripper, bound time.Duration) *http.Client {
+			return &http.Client{Transport: idem.NewTransport(next, idem.WithMaxElapsed(bound))}
 		}},
 		{Name: "go-retryablehttp", New: func(next http.RoundTripper) *http.Client {
 			return newRetryableHTTP(next).StandardClient()

@@ -6,7 +6,7 @@
 // gonum/plot. One command runs every section and writes results/RESULTS.md:
 //
 //	cd bench && go run ./cmd/bench          # full run, a few minutes on 2 cores
-//	cd bench && go run ./cmd/bench -quick   # CI-sized smoke run, about 25 s
+//	cd bench && go run ./cmd/bench -quick   # CI-sized smoke run, about 90 s
 //
 // The client overhead measurements are also ordinary benchmarks:
 //
@@ -23,4 +23,7 @@
 //     PostgreSQL and Redis are found through IDEM_POSTGRES_URL and
 //     IDEM_REDIS_ADDR; a store whose server cannot be reached is skipped and
 //     RESULTS.md says why.
+//  6. A server that does not implement keys: a real 409, bare in-progress
+//     409s, a 3 s total outage and a sustained one, with idem,
+//     go-retryablehttp and failsafe-go on their defaults (Foreign).
 package bench

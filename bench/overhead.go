@@ -87,10 +87,19 @@ const (
 	ContextDeadline
 	// ClientTimeout: http.Client.Timeout of 10 s on the contender's client.
 	ClientTimeout
+	// OwnCap: like with like for a contender that bounds every operation
+	// itself (Contender.Capped: idem's WithMaxElapsed): it runs with no
+	// caller deadline and its own bound of overheadCap, and every other stack
+	// is given the same bound as a context deadline on every request.
+	OwnCap
 )
 
 // overheadTimeout is the deadline of the ContextDeadline and ClientTimeout cases.
 const overheadTimeout = 10 * time.Second
+
+// overheadCap is the bound of the OwnCap cases: idem's default WithMaxElapsed,
+// set explicitly so that the case does not move with idem's defaults.
+const overheadCap = 30 * time.Second
 
 // String names the case in tables.
 func (c OverheadCase) String() string {
@@ -103,17 +112,20 @@ func (c OverheadCase) String() string {
 		return k + ", context deadline"
 	case ClientTimeout:
 		return k + ", Client.Timeout"
+	case OwnCap:
+		return k + ", 30 s: idem's own cap, the others' context deadline"
 	}
 	return k + ", no deadline"
 }
 
 // OverheadCases returns the configurations of section 1: generated key and
-// caller key, each with no deadline, a context deadline and
-// http.Client{Timeout}.
+// caller key, each with no deadline, a context deadline,
+// http.Client{Timeout}, and idem capping itself beside the others given the
+// same bound as a context deadline (OwnCap).
 func OverheadCases() []OverheadCase {
 	var cs []OverheadCase
 	for _, key := range []bool{false, true} {
-		for _, d := range []OverheadDeadline{NoDeadline, ContextDeadline, ClientTimeout} {
+		for _, d := range []OverheadDeadline{NoDeadline, ContextDeadline, ClientTimeout, OwnCap} {
 			cs = append(cs, OverheadCase{CallerKey: key, Deadline: d})
 		}
 	}
@@ -167,15 +179,14 @@ func (t OverheadTarget) String() string {
 func benchContender(b *testing.B, c Contender, target OverheadTarget, url string, cs OverheadCase) error {
 	s := newOverheadStack(c, target, cs)
 	defer s.close()
-	key, deadline := cs.request()
 	ctx := context.Background()
-	if err := postPayment(ctx, s.client, url, key, deadline); err != nil { // open the connection
+	if err := postPayment(ctx, s.client, url, s.key, s.deadline); err != nil { // open the connection
 		return err
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		if err := postPayment(ctx, s.client, url, key, deadline); err != nil {
+		if err := postPayment(ctx, s.client, url, s.key, s.deadline); err != nil {
 			return err
 		}
 	}
@@ -183,13 +194,16 @@ func benchContender(b *testing.B, c Contender, target OverheadTarget, url string
 }
 
 // request returns the key and the context deadline that postPayment sets on
-// every request of case c ("" and 0: none).
-func (c OverheadCase) request() (key string, deadline time.Duration) {
+// every request of case c sent through contender ct ("" and 0: none).
+func (c OverheadCase) request(ct Contender) (key string, deadline time.Duration) {
 	if c.CallerKey {
 		key = overheadKey
 	}
-	if c.Deadline == ContextDeadline {
+	switch {
+	case c.Deadline == ContextDeadline:
 		deadline = overheadTimeout
+	case c.Deadline == OwnCap && ct.Capped == nil:
+		deadline = overheadCap
 	}
 	return key, deadline
 }
@@ -231,11 +245,14 @@ type OverheadResult struct {
 	NsRatio, AllocsRatio float64
 }
 
-// overheadStack is one client stack set up for one configuration.
+// overheadStack is one client stack set up for one configuration, with the
+// key and the context deadline its requests carry ("" and 0: none).
 type overheadStack struct {
-	name   string
-	client *http.Client
-	close  func()
+	name     string
+	client   *http.Client
+	key      string
+	deadline time.Duration
+	close    func()
 }
 
 // RunOverhead measures every contender, and the control (a second copy of the
@@ -277,10 +294,9 @@ func overheadRows(cfg OverheadConfig, contenders []Contender, target OverheadTar
 		stacks[i] = newOverheadStack(c, target, cs)
 		defer stacks[i].close()
 	}
-	key, deadline := cs.request()
 	block := func(s overheadStack, n int) (blockResult, error) {
 		return runBlock(n, func() error {
-			return postPayment(context.Background(), s.client, url, key, deadline)
+			return postPayment(context.Background(), s.client, url, s.key, s.deadline)
 		})
 	}
 	fail := func(s overheadStack, err error) error {
@@ -351,11 +367,17 @@ func newOverheadStack(c Contender, target OverheadTarget, cs OverheadCase) overh
 		tr := newBaseTransport()
 		next, closeIdle = tr, tr.CloseIdleConnections
 	}
-	client := c.New(next)
+	var client *http.Client
+	if cs.Deadline == OwnCap && c.Capped != nil {
+		client = c.Capped(next, overheadCap)
+	} else {
+		client = c.New(next)
+	}
 	if cs.Deadline == ClientTimeout {
 		client.Timeout = overheadTimeout
 	}
-	return overheadStack{name: c.Name, client: client, close: closeIdle}
+	key, deadline := cs.request(c)
+	return overheadStack{name: c.Name, client: client, key: key, deadline: deadline, close: closeIdle}
 }
 
 // blockResult is what one block of requests took.

@@ -65,16 +65,15 @@ func BenchmarkOverheadPaired(b *testing.B) {
 			r := newOverheadStack(rhC, Loopback, cs)
 			defer a.close()
 			defer r.close()
-			key, deadline := cs.request()
 			ctx := context.Background()
 			var ta, tr time.Duration
 			for b.Loop() {
 				t0 := time.Now()
-				if err := postPayment(ctx, a.client, srv.URL, key, deadline); err != nil {
+				if err := postPayment(ctx, a.client, srv.URL, a.key, a.deadline); err != nil {
 					b.Fatal(err)
 				}
 				t1 := time.Now()
-				if err := postPayment(ctx, r.client, srv.URL, key, deadline); err != nil {
+				if err := postPayment(ctx, r.client, srv.URL, r.key, r.deadline); err != nil {
 					b.Fatal(err)
 				}
 				ta += t1.Sub(t0)
@@ -207,5 +206,58 @@ func TestRunOverhead(t *testing.T) {
 	}
 	if _, err := RunOverhead(OverheadConfig{}, OverheadContenders()); err == nil {
 		t.Error("RunOverhead without Rounds and Block: no error")
+	}
+}
+
+// TestOwnCapCase pins the like-with-like cases of section 1: the contender that
+// caps itself (idem) runs with no caller deadline and its own bound, every
+// other stack, the control included, with that bound as a context deadline.
+func TestOwnCapCase(t *testing.T) {
+	t.Parallel()
+	contenders := append(OverheadContenders(), Contender{Name: ControlName, New: OverheadContenders()[0].New})
+	for _, callerKey := range []bool{false, true} {
+		cs := OverheadCase{CallerKey: callerKey, Deadline: OwnCap}
+		for _, c := range contenders {
+			s := newOverheadStack(c, InMemory, cs)
+			wantDeadline := overheadCap
+			if c.Name == "idem" {
+				wantDeadline = 0
+				if c.Capped == nil {
+					t.Fatal("idem has no Capped constructor")
+				}
+			} else if c.Capped != nil {
+				t.Errorf("%s: Capped set, want only idem to cap itself", c.Name)
+			}
+			if s.deadline != wantDeadline {
+				t.Errorf("%v, %s: context deadline %v, want %v", cs, c.Name, s.deadline, wantDeadline)
+			}
+			if wantKey := map[bool]string{true: overheadKey}[callerKey]; s.key != wantKey {
+				t.Errorf("%v, %s: key %q, want %q", cs, c.Name, s.key, wantKey)
+			}
+			if s.client.Timeout != 0 {
+				t.Errorf("%v, %s: Client.Timeout %v, want none", cs, c.Name, s.client.Timeout)
+			}
+			if err := postPayment(context.Background(), s.client, "http://in-memory.invalid/payments", s.key, s.deadline); err != nil {
+				t.Errorf("%v, %s: %v", cs, c.Name, err)
+			}
+			s.close()
+		}
+	}
+	// The other cases treat every stack alike.
+	for _, cs := range OverheadCases() {
+		if cs.Deadline == OwnCap {
+			continue
+		}
+		var deadlines []time.Duration
+		for _, c := range contenders {
+			_, d := cs.request(c)
+			deadlines = append(deadlines, d)
+		}
+		for _, d := range deadlines[1:] {
+			if d != deadlines[0] {
+				t.Errorf("%v: deadlines differ between stacks: %v", cs, deadlines)
+				break
+			}
+		}
 	}
 }

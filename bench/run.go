@@ -13,13 +13,16 @@ import (
 
 // Config says what Run measures and where it writes.
 type Config struct {
-	// Quick makes every section CI-sized: the whole run takes about 25 s.
+	// Quick makes every section CI-sized: the whole run takes about 90 s.
 	Quick bool
 	// Out is the directory RESULTS.md and the charts are written to.
 	Out string
 	// Command is how the run was started, quoted in RESULTS.md.
 	Command string
-	// Sections lists the sections to run (1 to 5); empty means all.
+	// Revision names the code measured (a commit), quoted in RESULTS.md when
+	// set.
+	Revision string
+	// Sections lists the sections to run (1 to 6); empty means all.
 	Sections []int
 	// Log receives one line of progress per step; nil discards it.
 	Log io.Writer
@@ -29,6 +32,7 @@ type Config struct {
 type Report struct {
 	Quick      bool
 	Command    string
+	Revision   string
 	Started    time.Time
 	Elapsed    time.Duration
 	Machine    Machine
@@ -40,6 +44,8 @@ type Report struct {
 	Storm      *StormResult
 	Server     *ServerLoadReport
 	ServerCfg  ServerLoadConfig
+	Foreign    []ForeignResult
+	ForeignCfg ForeignConfig
 	// Charts lists the PNG files written, relative to Out.
 	Charts []string
 }
@@ -60,8 +66,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("bench: Run: Out must be set")
 	}
 	for _, s := range cfg.Sections {
-		if s < 1 || s > 5 {
-			return nil, fmt.Errorf("bench: Run: no section %d (sections are 1 to 5)", s)
+		if s < 1 || s > 6 {
+			return nil, fmt.Errorf("bench: Run: no section %d (sections are 1 to 6)", s)
 		}
 	}
 	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
@@ -73,25 +79,25 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	want := func(s int) bool { return len(cfg.Sections) == 0 || slices.Contains(cfg.Sections, s) }
-	rep := &Report{Quick: cfg.Quick, Command: cfg.Command, Started: time.Now(), Machine: ThisMachine()}
+	rep := &Report{Quick: cfg.Quick, Command: cfg.Command, Revision: cfg.Revision, Started: time.Now(), Machine: ThisMachine()}
 	p := paramsFor(cfg.Quick)
 	var err error
 
 	if want(1) {
-		logf("1/5 client overhead (%d rounds of blocks of about %v)", p.overhead.Rounds, p.overhead.Block)
+		logf("1/6 client overhead (%d rounds of blocks of about %v)", p.overhead.Rounds, p.overhead.Block)
 		if rep.Overhead, err = RunOverhead(p.overhead, OverheadContenders()); err != nil {
 			return nil, err
 		}
 	}
 	if want(2) {
-		logf("2/5 correctness under faults (%d payments per client and scenario)", p.faults.Ops)
+		logf("2/6 correctness under faults (%d payments per client and scenario)", p.faults.Ops)
 		rep.FaultCfg = p.faults
 		if rep.Faults, err = RunFaults(ctx, p.faults, FaultClients()); err != nil {
 			return nil, err
 		}
 	}
 	if want(3) {
-		logf("3/5 jitter: contention simulation (%d runs per point)", p.contention.Runs)
+		logf("3/6 jitter: contention simulation (%d runs per point)", p.contention.Runs)
 		rep.ContCfg = p.contention
 		rep.Contention = RunContention(p.contention, ContentionStrategies())
 		if err := writeContentionCharts(cfg.Out, rep.Contention); err != nil {
@@ -100,7 +106,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Charts = append(rep.Charts, ChartContentionCalls, ChartContentionTime)
 	}
 	if want(4) {
-		logf("4/5 retry storm (%v outage at %d calls/s)", p.storm.Outage, p.storm.Rate)
+		logf("4/6 retry storm (%v outage at %d calls/s)", p.storm.Outage, p.storm.Rate)
 		st, err := RunStorm(ctx, p.storm)
 		if err != nil {
 			return nil, err
@@ -112,7 +118,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Charts = append(rep.Charts, ChartStorm)
 	}
 	if want(5) {
-		logf("5/5 server throughput (%d workers, %d rounds of %v per row)", p.server.Workers, p.server.Rounds, p.server.Duration)
+		logf("5/6 server throughput (%d workers, %d rounds of %v per row)", p.server.Workers, p.server.Rounds, p.server.Duration)
 		rep.ServerCfg = p.server
 		sl, err := RunServerLoad(ctx, p.server, ServerStores())
 		if err != nil {
@@ -124,6 +130,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				return nil, err
 			}
 			rep.Charts = append(rep.Charts, ChartServer)
+		}
+	}
+	if want(6) {
+		logf("6/6 a server that does not implement keys (%d scenarios, the clients of a scenario at once)", len(p.foreign.Scenarios))
+		rep.ForeignCfg = p.foreign
+		if rep.Foreign, err = RunForeign(ctx, p.foreign, ForeignClients()); err != nil {
+			return nil, err
 		}
 	}
 	rep.Elapsed = time.Since(rep.Started)
@@ -142,6 +155,7 @@ type params struct {
 	contention ContentionConfig
 	storm      StormConfig
 	server     ServerLoadConfig
+	foreign    ForeignConfig
 }
 
 // paramsFor returns the full run's settings, or the quick run's.
@@ -153,7 +167,8 @@ func paramsFor(quick bool) params {
 		storm:      DefaultStorm(),
 		// Short rows, many rounds: the interleaving and the median of the rounds even
 		// out other work on the machine.
-		server: ServerLoadConfig{Workers: 16, Duration: 500 * time.Millisecond, Warmup: 150 * time.Millisecond, Rounds: 7},
+		server:  ServerLoadConfig{Workers: 16, Duration: 500 * time.Millisecond, Warmup: 150 * time.Millisecond, Rounds: 7},
+		foreign: DefaultForeign(),
 	}
 	if !quick {
 		return p
@@ -166,6 +181,22 @@ func paramsFor(quick bool) params {
 	p.storm.Rate = 400
 	p.storm.Warmup, p.storm.Outage, p.storm.Recovery = 250*time.Millisecond, time.Second, 250*time.Millisecond
 	p.server = ServerLoadConfig{Workers: 8, Duration: 250 * time.Millisecond, Warmup: 100 * time.Millisecond, Rounds: 1}
+	// The same handlers and outages (the times are the point), 20
+	// operations per row, a shorter stream.
+	p.foreign.Ops = 20
+	var scs []ForeignScenario
+	for _, sc := range p.foreign.Scenarios {
+		switch {
+		case sc.Ops > p.foreign.Ops:
+			continue
+		case sc.Kind == ForeignConflict:
+			sc.Name = strings.Replace(sc.Name, "50 operations", "20 operations", 1)
+		case sc.Kind == ForeignSustained:
+			sc = SustainedOutage(sc.Rate, 2*time.Second)
+		}
+		scs = append(scs, sc)
+	}
+	p.foreign.Scenarios = scs
 	return p
 }
 

@@ -1,8 +1,8 @@
 // Command bench runs idem's benchmarks side by side with its peers and writes
 // RESULTS.md and PNG charts:
 //
-//	cd bench && go run ./cmd/bench            # full run, about six minutes on 2 cores with every topology
-//	cd bench && go run ./cmd/bench -quick     # CI-sized smoke run, about 25 s
+//	cd bench && go run ./cmd/bench            # full run, about seven minutes on 2 cores with every topology
+//	cd bench && go run ./cmd/bench -quick     # CI-sized smoke run, about 90 s
 //	cd bench && go run ./cmd/bench -out /tmp/results -sections 1,3
 package main
 
@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -19,9 +20,9 @@ import (
 )
 
 func main() {
-	quick := flag.Bool("quick", false, "CI-sized smoke run (about 25 s)")
+	quick := flag.Bool("quick", false, "CI-sized smoke run (about 90 s)")
 	out := flag.String("out", "results", "directory for RESULTS.md and the charts")
-	sections := flag.String("sections", "", "comma-separated sections to run, 1 to 5 (default all)")
+	sections := flag.String("sections", "", "comma-separated sections to run, 1 to 6 (default all)")
 	flag.Parse()
 
 	var only []int
@@ -46,9 +47,32 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	_, err := bench.Run(ctx, bench.Config{Quick: *quick, Out: *out, Command: command, Sections: only, Log: os.Stderr})
+	_, err := bench.Run(ctx, bench.Config{Quick: *quick, Out: *out, Command: command, Revision: revision(), Sections: only, Log: os.Stderr})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+}
+
+// revision names the commit of the repository the run measures, and says so
+// when the tree differs from it (bench/results aside, which runs rewrite);
+// "" outside a git checkout.
+func revision() string {
+	git := func(args ...string) (string, error) {
+		out, err := exec.Command("git", args...).Output()
+		return strings.TrimSpace(string(out)), err
+	}
+	rev, err := git("rev-parse", "--short=12", "HEAD")
+	if err != nil {
+		return ""
+	}
+	top, err := git("rev-parse", "--show-toplevel")
+	if err != nil {
+		return ""
+	}
+	rev = "commit " + rev
+	if st, err := git("-C", top, "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)bench/results"); err == nil && st != "" {
+		rev += ", with uncommitted changes"
+	}
+	return rev
 }
