@@ -117,7 +117,12 @@ func (o *operation) run() (*http.Response, error) {
 		}
 
 		// The shared budget, or the default retry quota, refuses the retry.
-		if !o.payRetry(now, res.timedOut) {
+		// A poll after a keyed 409 is no retry of a failure, and the quota
+		// does not pay for it: the server said the answer is coming, and the
+		// polls are bounded on their own (10, and the cap).
+		if o.polling && o.quota != nil {
+			o.lastCost = 0
+		} else if !o.payRetry(now, res.timedOut) {
 			o.budgetRefused = true
 			if l := cfg.logger; l != nil {
 				l.LogAttrs(o.ctx, slog.LevelWarn, "idem: retry refused by the budget",

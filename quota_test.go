@@ -147,3 +147,27 @@ func TestRetryQuotaRefills(t *testing.T) {
 		}
 	})
 }
+
+// TestRetryQuotaDoesNotPayForPolls: the polls after a keyed 409 cost the
+// quota nothing, so duplicates that poll a slow first request cannot empty it
+// (twenty duplicates of an 8 s handler did, and then none of them got its
+// answer). An empty quota still lets a keyed operation poll to its replay.
+func TestRetryQuotaDoesNotPayForPolls(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeRT{steps: []fakeStep{{status: 409}, {status: 409}, {status: 409}, {status: 201}}}
+		tr := NewTransport(f, noWait())
+		q := tr.retryQuota(tr.policy())
+		q.tokens = 0
+		req := mustRequest(t, ContextWithKey(context.Background(), "dup-1"), http.MethodPost, "http://x/", "body")
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatalf("polling with an empty quota: %v, want the 201", err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != 201 || len(f.Calls()) != 4 || q.tokens != 0 {
+			t.Errorf("status %d after %d attempts, tokens %d; want 201 after 4 (three polls the quota does not pay for), tokens 0",
+				resp.StatusCode, len(f.Calls()), q.tokens)
+		}
+	})
+}
