@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/idemkit/idem"
 )
@@ -28,6 +29,9 @@ const (
 	attrPoll        = attribute.Key("idem.poll")
 	attrAttempt     = attribute.Key("idem.attempt")
 )
+
+// spanKindClient is the start option of every attempt's span, made once.
+var spanKindClient = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
 
 // attemptBuckets bound the attempts-per-operation histogram.
 var attemptBuckets = []float64{1, 2, 3, 4, 5, 6, 8, 10, 15, 20}
@@ -65,8 +69,9 @@ var attemptBuckets = []float64{1, 2, 3, 4, 5, 6, 8, 10, 15, 20}
 //
 // A Client is safe for concurrent use and may instrument several Transports.
 type Client struct {
-	cfg    *config
-	tracer trace.Tracer
+	cfg        *config
+	tracer     trace.Tracer
+	noopTracer bool // tracer is the no-op one: attempts need no span
 
 	duration  metric.Float64Histogram
 	attempts  metric.Int64Histogram
@@ -117,9 +122,12 @@ func retryAttrs(k clientKey) []attribute.KeyValue {
 func NewClient(opts ...Option) *Client {
 	cfg := newConfig(opts)
 	m := cfg.mp.Meter(ScopeName)
+	tracer := cfg.tp.Tracer(ScopeName)
+	_, noopTracer := tracer.(tracenoop.Tracer)
 	return &Client{
-		cfg:    cfg,
-		tracer: cfg.tp.Tracer(ScopeName),
+		cfg:        cfg,
+		tracer:     tracer,
+		noopTracer: noopTracer,
 		duration: must(m.Float64Histogram("idem.client.operation.duration", metric.WithUnit("s"),
 			metric.WithDescription("Duration of idem operations, retries and waits included."),
 			metric.WithExplicitBucketBoundaries(durationBuckets...))),
@@ -145,17 +153,23 @@ func (c *Client) Option() idem.Option {
 }
 
 func (c *Client) done(ctx context.Context, r idem.Report) {
+	// An instrument that is not Enabled (the no-op one, or the global one
+	// before an SDK is installed) is skipped before its attributes are
+	// looked up.
 	k := clientKey{host: r.Host, method: method(r.Method), outcome: r.Stop, status: r.Status}
-	c.duration.Record(ctx, r.Elapsed.Seconds(), c.durationSets.get(k, durationAttrs))
-	c.attempts.Record(ctx, int64(r.Attempts), c.attemptSets.get(clientKey{host: k.host, method: k.method, outcome: k.outcome}, attemptAttrs))
-	if r.BudgetRefused || r.HostHold > 0 {
-		hm := c.hostSets.get(clientKey{host: k.host, method: k.method}, hostMethodOnly)
-		if r.BudgetRefused {
-			c.refusals.Add(ctx, 1, hm)
-		}
-		if r.HostHold > 0 {
-			c.hostHolds.Record(ctx, r.HostHold.Seconds(), hm)
-		}
+	if c.duration.Enabled(ctx) {
+		c.duration.Record(ctx, r.Elapsed.Seconds(), c.durationSets.get(k, durationAttrs).rec...)
+	}
+	if c.attempts.Enabled(ctx) {
+		c.attempts.Record(ctx, int64(r.Attempts),
+			c.attemptSets.get(clientKey{host: k.host, method: k.method, outcome: k.outcome}, attemptAttrs).rec...)
+	}
+	hm := clientKey{host: k.host, method: k.method}
+	if r.BudgetRefused && c.refusals.Enabled(ctx) {
+		c.refusals.Add(ctx, 1, c.hostSets.get(hm, hostMethodOnly).add...)
+	}
+	if r.HostHold > 0 && c.hostHolds.Enabled(ctx) {
+		c.hostHolds.Record(ctx, r.HostHold.Seconds(), c.hostSets.get(hm, hostMethodOnly).rec...)
 	}
 }
 
@@ -181,13 +195,22 @@ func (t *attemptTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	info, _ := idem.AttemptFromContext(ctx)
 	m := method(req.Method)
 	if info.Number > 1 {
-		c.retries.Add(ctx, 1, c.retrySets.get(clientKey{host: req.URL.Host, method: m, reason: info.Reason}, retryAttrs))
-		if info.Poll {
-			c.polls.Add(ctx, 1, c.hostSets.get(clientKey{host: req.URL.Host, method: m}, hostMethodOnly))
+		if c.retries.Enabled(ctx) {
+			c.retries.Add(ctx, 1, c.retrySets.get(clientKey{host: req.URL.Host, method: m, reason: info.Reason}, retryAttrs).add...)
+		}
+		if info.Poll && c.polls.Enabled(ctx) {
+			c.polls.Add(ctx, 1, c.hostSets.get(clientKey{host: req.URL.Host, method: m}, hostMethodOnly).add...)
 		}
 	}
 
-	ctx, span := c.tracer.Start(ctx, m, trace.WithSpanKind(trace.SpanKindClient))
+	prop := otel.GetTextMapPropagator()
+	inject := len(prop.Fields()) > 0
+	if c.noopTracer && !inject {
+		// The no-op tracer's span records nothing and, with nothing to
+		// inject, would not reach the request: send it as it is.
+		return t.next.RoundTrip(req)
+	}
+	ctx, span := c.tracer.Start(ctx, m, spanKindClient...)
 	defer span.End()
 	out := req
 	if span.IsRecording() {
@@ -205,7 +228,7 @@ func (t *attemptTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		span.SetAttributes(attrs...)
 		out = req.WithContext(ctx)
 	}
-	if prop := otel.GetTextMapPropagator(); len(prop.Fields()) > 0 {
+	if inject {
 		if out == req {
 			out = req.WithContext(ctx)
 		}
