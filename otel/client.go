@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
@@ -149,7 +150,28 @@ func NewClient(opts ...Option) *Client {
 // Option returns the idem.Transport option (idem.WithOnDone) that records
 // each operation's metrics.
 func (c *Client) Option() idem.Option {
+	if c.noopMeter() {
+		// Nothing to record: leave the Transport without a WithOnDone
+		// function, so that it builds no Report either.
+		return nothing
+	}
 	return idem.WithOnDone(c.done)
+}
+
+// nothing is an option that changes nothing; as an idem.Option it is
+// instantiated for the Transport's configuration.
+func nothing[T any](T) {}
+
+// noopMeter reports whether every instrument Option records with is the no-op
+// one (a metric/noop MeterProvider's), which no later SDK can enable. The
+// global instruments, before an SDK is installed, are not: they are checked
+// per call, with Enabled.
+func (c *Client) noopMeter() bool {
+	_, d := c.duration.(metricnoop.Float64Histogram)
+	_, a := c.attempts.(metricnoop.Int64Histogram)
+	_, r := c.refusals.(metricnoop.Int64Counter)
+	_, h := c.hostHolds.(metricnoop.Float64Histogram)
+	return d && a && r && h
 }
 
 func (c *Client) done(ctx context.Context, r idem.Report) {
