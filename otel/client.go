@@ -261,6 +261,10 @@ func (t *attemptTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		prop.Inject(ctx, propagation.HeaderCarrier(out.Header))
 	}
 	resp, err := t.next.RoundTrip(out)
+	if !span.IsRecording() {
+		// Its attributes would be dropped: do not build them.
+		return resp, err
+	}
 	switch {
 	case err != nil:
 		span.RecordError(err)
