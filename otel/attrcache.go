@@ -13,21 +13,30 @@ import (
 // full means a route or host function that is not).
 const maxCachedSets = 4096
 
-// attrCache keeps the measurement option of each attribute combination, so
-// that recording a measurement builds (sorts, allocates) no attribute set:
-// with the no-op providers that is most of what instrumentation would cost.
+// attrCache keeps the measurement options of each attribute combination, so
+// that recording a measurement builds (sorts, allocates) no attribute set. The
+// options are kept as the slice a Record or Add call takes (opts...), so that
+// the call allocates no slice either.
 type attrCache[K comparable] struct {
-	m sync.Map // K -> metric.MeasurementOption
+	m sync.Map // K -> *measureOpts
 	n atomic.Int64
 }
 
-// get returns the option for k, building its attributes with build the first
-// time.
-func (c *attrCache[K]) get(k K, build func(K) []attribute.KeyValue) metric.MeasurementOption {
+// measureOpts are one attribute set as the options of a counter's Add and of
+// a histogram's Record.
+type measureOpts struct {
+	add []metric.AddOption
+	rec []metric.RecordOption
+}
+
+// get returns the options for k, building its attributes with build the
+// first time.
+func (c *attrCache[K]) get(k K, build func(K) []attribute.KeyValue) *measureOpts {
 	if o, ok := c.m.Load(k); ok {
-		return o.(metric.MeasurementOption)
+		return o.(*measureOpts)
 	}
-	o := metric.WithAttributeSet(attribute.NewSet(build(k)...))
+	set := metric.WithAttributeSet(attribute.NewSet(build(k)...))
+	o := &measureOpts{add: []metric.AddOption{set}, rec: []metric.RecordOption{set}}
 	if c.n.Load() < maxCachedSets {
 		if _, loaded := c.m.LoadOrStore(k, o); !loaded {
 			c.n.Add(1)

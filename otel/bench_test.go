@@ -83,8 +83,12 @@ func batch(b *testing.B, op func() error, n int) time.Duration {
 }
 
 // providers returns the idemotel options of a variant; nil for "off".
+// "globals" uses the global providers, which are not the no-op ones but do
+// what they do until an SDK is installed (no test of this package installs one).
 func providers(variant string) []idemotel.Option {
 	switch variant {
+	case "globals":
+		return []idemotel.Option{}
 	case "noop":
 		return []idemotel.Option{idemotel.WithTracerProvider(tracenoop.NewTracerProvider()),
 			idemotel.WithMeterProvider(metricnoop.NewMeterProvider())}
@@ -181,7 +185,7 @@ func middlewareOp(variant string) func() error {
 // numbers are of working code.
 func TestBenchVariants(t *testing.T) {
 	t.Parallel()
-	for _, v := range []string{"off", "noop", "sdk"} {
+	for _, v := range []string{"off", "noop", "sdk", "globals"} {
 		for name, mk := range map[string]func(string) func() error{"client": clientOp, "middleware": middlewareOp,
 			"client-loopback": loopbackOp} {
 			op := mk(v)

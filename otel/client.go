@@ -11,8 +11,10 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/idemkit/idem"
 )
@@ -28,6 +30,9 @@ const (
 	attrPoll        = attribute.Key("idem.poll")
 	attrAttempt     = attribute.Key("idem.attempt")
 )
+
+// spanKindClient is the start option of every attempt's span, made once.
+var spanKindClient = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
 
 // attemptBuckets bound the attempts-per-operation histogram.
 var attemptBuckets = []float64{1, 2, 3, 4, 5, 6, 8, 10, 15, 20}
@@ -65,8 +70,9 @@ var attemptBuckets = []float64{1, 2, 3, 4, 5, 6, 8, 10, 15, 20}
 //
 // A Client is safe for concurrent use and may instrument several Transports.
 type Client struct {
-	cfg    *config
-	tracer trace.Tracer
+	cfg        *config
+	tracer     trace.Tracer
+	noopTracer bool // tracer is the no-op one: attempts need no span
 
 	duration  metric.Float64Histogram
 	attempts  metric.Int64Histogram
@@ -117,9 +123,12 @@ func retryAttrs(k clientKey) []attribute.KeyValue {
 func NewClient(opts ...Option) *Client {
 	cfg := newConfig(opts)
 	m := cfg.mp.Meter(ScopeName)
+	tracer := cfg.tp.Tracer(ScopeName)
+	_, noopTracer := tracer.(tracenoop.Tracer)
 	return &Client{
-		cfg:    cfg,
-		tracer: cfg.tp.Tracer(ScopeName),
+		cfg:        cfg,
+		tracer:     tracer,
+		noopTracer: noopTracer,
 		duration: must(m.Float64Histogram("idem.client.operation.duration", metric.WithUnit("s"),
 			metric.WithDescription("Duration of idem operations, retries and waits included."),
 			metric.WithExplicitBucketBoundaries(durationBuckets...))),
@@ -141,21 +150,48 @@ func NewClient(opts ...Option) *Client {
 // Option returns the idem.Transport option (idem.WithOnDone) that records
 // each operation's metrics.
 func (c *Client) Option() idem.Option {
+	if c.noopMeter() {
+		// Nothing to record: leave the Transport without a WithOnDone
+		// function, so that it builds no Report either.
+		return nothing
+	}
 	return idem.WithOnDone(c.done)
 }
 
+// nothing is an option that changes nothing; as an idem.Option it is
+// instantiated for the Transport's configuration.
+func nothing[T any](T) {}
+
+// noopMeter reports whether every instrument Option records with is the no-op
+// one (a metric/noop MeterProvider's), which no later SDK can enable. The
+// global instruments, before an SDK is installed, are not: they are checked
+// per call, with Enabled.
+func (c *Client) noopMeter() bool {
+	_, d := c.duration.(metricnoop.Float64Histogram)
+	_, a := c.attempts.(metricnoop.Int64Histogram)
+	_, r := c.refusals.(metricnoop.Int64Counter)
+	_, h := c.hostHolds.(metricnoop.Float64Histogram)
+	return d && a && r && h
+}
+
 func (c *Client) done(ctx context.Context, r idem.Report) {
+	// An instrument that is not Enabled (the no-op one, or the global one
+	// before an SDK is installed) is skipped before its attributes are
+	// looked up.
 	k := clientKey{host: r.Host, method: method(r.Method), outcome: r.Stop, status: r.Status}
-	c.duration.Record(ctx, r.Elapsed.Seconds(), c.durationSets.get(k, durationAttrs))
-	c.attempts.Record(ctx, int64(r.Attempts), c.attemptSets.get(clientKey{host: k.host, method: k.method, outcome: k.outcome}, attemptAttrs))
-	if r.BudgetRefused || r.HostHold > 0 {
-		hm := c.hostSets.get(clientKey{host: k.host, method: k.method}, hostMethodOnly)
-		if r.BudgetRefused {
-			c.refusals.Add(ctx, 1, hm)
-		}
-		if r.HostHold > 0 {
-			c.hostHolds.Record(ctx, r.HostHold.Seconds(), hm)
-		}
+	if c.duration.Enabled(ctx) {
+		c.duration.Record(ctx, r.Elapsed.Seconds(), c.durationSets.get(k, durationAttrs).rec...)
+	}
+	if c.attempts.Enabled(ctx) {
+		c.attempts.Record(ctx, int64(r.Attempts),
+			c.attemptSets.get(clientKey{host: k.host, method: k.method, outcome: k.outcome}, attemptAttrs).rec...)
+	}
+	hm := clientKey{host: k.host, method: k.method}
+	if r.BudgetRefused && c.refusals.Enabled(ctx) {
+		c.refusals.Add(ctx, 1, c.hostSets.get(hm, hostMethodOnly).add...)
+	}
+	if r.HostHold > 0 && c.hostHolds.Enabled(ctx) {
+		c.hostHolds.Record(ctx, r.HostHold.Seconds(), c.hostSets.get(hm, hostMethodOnly).rec...)
 	}
 }
 
@@ -181,13 +217,22 @@ func (t *attemptTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	info, _ := idem.AttemptFromContext(ctx)
 	m := method(req.Method)
 	if info.Number > 1 {
-		c.retries.Add(ctx, 1, c.retrySets.get(clientKey{host: req.URL.Host, method: m, reason: info.Reason}, retryAttrs))
-		if info.Poll {
-			c.polls.Add(ctx, 1, c.hostSets.get(clientKey{host: req.URL.Host, method: m}, hostMethodOnly))
+		if c.retries.Enabled(ctx) {
+			c.retries.Add(ctx, 1, c.retrySets.get(clientKey{host: req.URL.Host, method: m, reason: info.Reason}, retryAttrs).add...)
+		}
+		if info.Poll && c.polls.Enabled(ctx) {
+			c.polls.Add(ctx, 1, c.hostSets.get(clientKey{host: req.URL.Host, method: m}, hostMethodOnly).add...)
 		}
 	}
 
-	ctx, span := c.tracer.Start(ctx, m, trace.WithSpanKind(trace.SpanKindClient))
+	prop := otel.GetTextMapPropagator()
+	inject := len(prop.Fields()) > 0
+	if c.noopTracer && !inject {
+		// The no-op tracer's span records nothing and, with nothing to
+		// inject, would not reach the request: send it as it is.
+		return t.next.RoundTrip(req)
+	}
+	ctx, span := c.tracer.Start(ctx, m, spanKindClient...)
 	defer span.End()
 	out := req
 	if span.IsRecording() {
@@ -205,7 +250,7 @@ func (t *attemptTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		span.SetAttributes(attrs...)
 		out = req.WithContext(ctx)
 	}
-	if prop := otel.GetTextMapPropagator(); len(prop.Fields()) > 0 {
+	if inject {
 		if out == req {
 			out = req.WithContext(ctx)
 		}
@@ -216,6 +261,10 @@ func (t *attemptTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		prop.Inject(ctx, propagation.HeaderCarrier(out.Header))
 	}
 	resp, err := t.next.RoundTrip(out)
+	if !span.IsRecording() {
+		// Its attributes would be dropped: do not build them.
+		return resp, err
+	}
 	switch {
 	case err != nil:
 		span.RecordError(err)

@@ -25,6 +25,13 @@
 // reason. The Idempotency-Key and the scope never become metric attributes,
 // and the key appears on spans only with WithKeyAttribute.
 //
+// Until an SDK records, the instrumentation allocates nothing of its own:
+// instruments that are not Enabled are skipped before their attributes are
+// looked up, and attributes are built only for a span that records. With the
+// no-op providers (the metric/noop and trace/noop packages) an attempt gets no
+// span at all, unless a propagator is set; with the global providers, before
+// an SDK is installed, it gets the global tracer's non-recording span.
+//
 // Options are checked when Server, OnOutcome or Client is called: an
 // impossible one panics there, naming the option.
 package idemotel

@@ -172,8 +172,13 @@ func (s *serverHook) record(ev server.OutcomeEvent) {
 	}
 	outcome := serverOutcome(ev)
 	problem := strings.TrimPrefix(ev.Problem, server.ProblemBase)
-	s.requests.Add(ctx, 1, s.requestSets.get(serverKey{method: k.method, route: k.route, outcome: outcome,
-		problem: problem, status: ev.Status}, s.requestAttrs))
+	// An instrument that is not Enabled (the no-op one, or the global one
+	// before an SDK is installed) is skipped before its attributes are
+	// looked up.
+	if s.requests.Enabled(ctx) {
+		s.requests.Add(ctx, 1, s.requestSets.get(serverKey{method: k.method, route: k.route, outcome: outcome,
+			problem: problem, status: ev.Status}, s.requestAttrs).add...)
+	}
 
 	storeErr := ""
 	if ev.Err != nil && (ev.Problem == server.ProblemStoreUnavailable || ev.Problem == server.ProblemOutcomeUnknown) {
@@ -181,15 +186,18 @@ func (s *serverHook) record(ev server.OutcomeEvent) {
 		if ev.Problem == server.ProblemOutcomeUnknown {
 			storeErr = StoreErrorNotRecorded
 		}
-		s.storeErrors.Add(ctx, 1, s.errorSets.get(serverKey{method: k.method, route: k.route, detail: storeErr}, s.errorAttrs))
+		if s.storeErrors.Enabled(ctx) {
+			s.storeErrors.Add(ctx, 1, s.errorSets.get(serverKey{method: k.method, route: k.route, detail: storeErr}, s.errorAttrs).add...)
+		}
 	}
 	end := waitEnd(ctx, ev)
-	if end != "" {
-		s.wait.Record(ctx, ev.StoreDuration.Seconds(), s.waitSets.get(serverKey{method: k.method, route: k.route, detail: end}, s.waitAttrs))
+	if end != "" && s.wait.Enabled(ctx) {
+		s.wait.Record(ctx, ev.StoreDuration.Seconds(),
+			s.waitSets.get(serverKey{method: k.method, route: k.route, detail: end}, s.waitAttrs).rec...)
 	}
-	if ev.HandlerDuration > 0 {
+	if ev.HandlerDuration > 0 && s.handler.Enabled(ctx) {
 		s.handler.Record(ctx, ev.HandlerDuration.Seconds(),
-			s.handlerSets.get(serverKey{method: k.method, route: k.route, status: ev.Status}, s.handlerAttrs))
+			s.handlerSets.get(serverKey{method: k.method, route: k.route, status: ev.Status}, s.handlerAttrs).rec...)
 	}
 
 	span := trace.SpanFromContext(ctx)
