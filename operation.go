@@ -117,12 +117,7 @@ func (o *operation) run() (*http.Response, error) {
 		}
 
 		// The shared budget, or the default retry quota, refuses the retry.
-		// A poll after a keyed 409 is no retry of a failure, and the quota
-		// does not pay for it: the server said the answer is coming, and the
-		// polls are bounded on their own (10, and the cap).
-		if o.polling && o.quota != nil {
-			o.lastCost = 0
-		} else if !o.payRetry(now, res.timedOut) {
+		if !o.payRetry(now, res.timedOut) {
 			o.budgetRefused = true
 			if l := cfg.logger; l != nil {
 				l.LogAttrs(o.ctx, slog.LevelWarn, "idem: retry refused by the budget",
@@ -193,10 +188,16 @@ func (o *operation) report(resp *http.Response, err error) Report {
 }
 
 // payRetry pays for a retry from the Budget, or from the default quota
-// without one, and reports whether it was paid.
+// without one, and reports whether it was paid. A poll after a keyed 409 is no
+// retry of a failure, and the quota does not pay for it: the server said the
+// answer is coming, and polls are bounded on their own (maxPolls, the cap).
 func (o *operation) payRetry(now time.Time, afterTimeout bool) bool {
 	if o.quota == nil {
 		return o.cfg.budget.tryRetry(now)
+	}
+	if o.polling {
+		o.lastCost = 0
+		return true
 	}
 	cost := o.quota.take(afterTimeout)
 	o.lastCost = cost
