@@ -22,8 +22,12 @@ func TestContract(t *testing.T) {
 func contract(t *testing.T, tp pgtest.Topology) {
 	storetest.Run(t, func(t *testing.T) storetest.Fixture {
 		pool := tp.Pool(t, 32)
+		// The store bounds a duplicate's wait by WithLockTimeout: it must be
+		// longer than the suite's slowest first request that duplicates wait
+		// for (concurrent_duplicates_wait holds its first for 100ms plus the
+		// time to see every duplicate arrive), or, under load, they get 409.
 		e := newEnvOn(t, pool, pgtest.Table(t, pool, "idem_suite"), pgtest.Table(t, pool, "pay_suite"),
-			pgstore.WithLockTimeout(200*time.Millisecond))
+			pgstore.WithLockTimeout(5*time.Second))
 		return storetest.Fixture{
 			Store:         e.store,
 			Advance:       func(d time.Duration) { pgtest.Advance(t, pool, e.table, d) },
