@@ -68,7 +68,7 @@ func TestRetryTableStatus(t *testing.T) {
 			case status == 409 && m.keyed && !m.ctxKey:
 				want = 1 // the first attempt under a generated key: no server can have it in progress
 			case status == 409 && m.keyed:
-				want = 1 + 10 // 409 polls do not use up attempts: the first, then at most 10 retries after a 409
+				want = 1 + 20 // 409 polls do not use up attempts: the first, then at most 20 polls after a 409
 			}
 			t.Run(fmt.Sprintf("%s/%d", m.name, status), func(t *testing.T) {
 				t.Parallel()

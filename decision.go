@@ -23,6 +23,7 @@ type state struct {
 	fresh bool
 
 	attempts    int  // attempts made, the one just ended included
+	skipped     int  // attempts skipped (the default retry quota was empty): they count as made
 	polls       int  // of which polls, the one just ended included when it was one
 	maxAttempts int  // WithMaxAttempts
 	replayable  bool // the body can be sent again
@@ -60,8 +61,10 @@ type decision struct {
 	late        bool    // a late attempt's answer ends the operation (see late.go)
 }
 
-// maxPolls bounds the retries after a 409 in progress in one operation.
-const maxPolls = 10
+// maxPolls bounds the retries after a 409 in progress in one operation: 20
+// polls, about 15s of them without Retry-After (see pollInterval), half the
+// default cap.
+const maxPolls = 20
 
 // pollInterval bounds the wait before a poll after a keyed 409 without
 // Retry-After: the wait is drawn from [pollInterval/2, pollInterval).
@@ -108,7 +111,7 @@ func decide(s state, out outcome) decision {
 	if inProgress {
 		polls++
 	}
-	if s.attempts-polls >= s.maxAttempts || polls > maxPolls {
+	if s.attempts+s.skipped-polls >= s.maxAttempts || polls > maxPolls {
 		return decision{stop: stopExhausted, cause: ErrExhausted, detail: "all attempts used"}
 	}
 

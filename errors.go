@@ -15,8 +15,9 @@ var (
 	// context.DeadlineExceeded, since the caller's context is fine) or the
 	// context's deadline.
 	ErrExhausted = errors.New("idem: retries exhausted")
-	// ErrBudgetExhausted means the retry budget (WithRetryBudget) or the
-	// default retry quota refused the retry, or the budget holds the host back
+	// ErrBudgetExhausted means the retry budget (WithRetryBudget) refused the
+	// retry, or the default retry quota paid for none of the operation's
+	// remaining turns (WithMaxAttempts, the cap), or the budget holds the host back
 	// (after a 429 or 503 with Retry-After) until a time past WithMaxElapsed or
 	// the context's deadline, so that no attempt could be made; the message
 	// says which, and the Report's Stop is "budget" or "host-hold".

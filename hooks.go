@@ -94,6 +94,10 @@ type Report struct {
 	Attempts int
 	// Polls is how many of those attempts polled after a keyed 409.
 	Polls int
+	// Skipped is how many retries the default retry quota skipped: their
+	// turns were waited out and nothing was sent. They count against
+	// WithMaxAttempts but are not in Attempts.
+	Skipped int
 	// Status is the status of the response RoundTrip returned, 0 when Err
 	// is not nil.
 	Status int
@@ -113,11 +117,14 @@ type Report struct {
 	//	"deadline"       the next wait or attempt would pass the WithMaxElapsed
 	//	                 cap or the context's deadline, or one of them passed
 	//	"canceled"       the caller's context was cancelled
-	//	"budget"         the retry budget (or the default retry quota) refused a retry
+	//	"budget"         the retry budget refused a retry, or the default
+	//	                 retry quota paid for none of the turns left
 	//	"host-hold"      the host is held back past the deadline
 	//	"invalid-key"    the key is not valid; nothing was sent
 	Stop string
-	// BudgetRefused reports whether the retry budget or quota refused a retry.
+	// BudgetRefused reports whether the retry budget refused a retry, or the
+	// default retry quota could not pay for one when it was decided (the
+	// operation then waited for its turn, see Skipped).
 	BudgetRefused bool
 	// HostHold is the total time the operation waited for a host hold.
 	HostHold time.Duration

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/idemkit/idem/internal/jitter"
@@ -32,6 +33,7 @@ type operation struct {
 	late     *lateAttempts // keyed attempts going on past WithAttemptTimeout; nil when none may
 
 	attempts   int
+	skipped    int           // attempts skipped because the default retry quota was empty (skipRetry)
 	polling    bool          // the next attempt is a poll after a keyed 409
 	polls      int           // polls made: not counted against WithMaxAttempts
 	lastChance bool          // the attempt made is the last one that fitted after a 409
@@ -41,6 +43,7 @@ type operation struct {
 	// What the next attempt's AttemptInfo and the Report say.
 	nextReason    string        // why the next attempt is made, "" for the first
 	waited        time.Duration // the wait before the next attempt
+	skipWait      time.Duration // waited for attempts skipped since the latest one made
 	stop          string        // why the operation ended (Report.Stop)
 	budgetRefused bool
 	quota         *retryQuota   // the Transport's default retry quota, nil when it has a Budget
@@ -106,7 +109,8 @@ func (o *operation) run() (*http.Response, error) {
 
 		// Decide.
 		now := time.Now()
-		d := decide(o.state(now), o.judged(res.outcome))
+		out := o.judged(res.outcome)
+		d := decide(o.state(now), out)
 		if d.verdict == verdictStop {
 			o.last.refusal = d.refusal
 			return o.end(d)
@@ -116,14 +120,25 @@ func (o *operation) run() (*http.Response, error) {
 			o.polls++
 		}
 
-		// The shared budget, or the default retry quota, refuses the retry.
+		// Pay for the retry. The shared budget may refuse it, and that ends
+		// the operation. The default retry quota, when it cannot pay now,
+		// has the operation wait for the retry's turn all the same and pay
+		// then, or skip that turn (see awaitQuota).
 		if !o.payRetry(now, res.timedOut) {
 			o.budgetRefused = true
-			if l := cfg.logger; l != nil {
-				l.LogAttrs(o.ctx, slog.LevelWarn, "idem: retry refused by the budget",
-					append(o.logAttrs(), slog.Int("attempts", o.attempts))...)
+			if o.quota == nil {
+				if l := cfg.logger; l != nil {
+					l.LogAttrs(o.ctx, slog.LevelWarn, "idem: retry refused by the budget",
+						append(o.logAttrs(), slog.Int("attempts", o.attempts))...)
+				}
+				return o.end(decision{stop: stopBudget, cause: ErrBudgetExhausted})
 			}
-			return o.end(decision{stop: stopBudget, cause: ErrBudgetExhausted})
+			var stop decision
+			var ok bool
+			if d, stop, ok = o.awaitQuota(d, out, res.timedOut); !ok {
+				return o.end(stop)
+			}
+			res.resp, now = nil, time.Now()
 		}
 		// GetBody fails: the body cannot be sent again after all.
 		if nextBody, err = o.body.next(o.req); err != nil {
@@ -168,6 +183,7 @@ func (o *operation) report(resp *http.Response, err error) Report {
 		Key:           o.key,
 		Attempts:      o.attempts,
 		Polls:         o.polls,
+		Skipped:       o.skipped,
 		Err:           err,
 		Elapsed:       time.Since(o.start),
 		Stop:          o.stop,
@@ -187,6 +203,63 @@ func (o *operation) report(resp *http.Response, err error) Report {
 	return r
 }
 
+// awaitQuota waits for the turn of the retry d decided, which the default
+// retry quota could not pay for when it was decided, and pays for it then.
+// A turn the quota still cannot pay for is skipped: nothing is sent, the
+// operation decides again on out (the outcome of its latest attempt, as if
+// the skipped one had come to the same) and waits for the next turn. It
+// returns the decision of the retry paid for, whose wait is over (its Wait
+// is 0), and true; or false and the decision to end the operation with, when
+// the turns run out (WithMaxAttempts, the cap: Stop "budget") or a wait is
+// cut short. The latest response is let go before the first wait, which may
+// be long: an end after it has no response to return.
+//
+// Waiting keeps the operation's schedule and its bounds (the turns skipped
+// count against WithMaxAttempts, the cap bounds the waits) while sending
+// nothing the quota has not paid for: through a long outage the Transport's
+// retries are the quota's, however many operations it carries, and across a
+// short one the operations still have turns left when the dependency is
+// back, and the quota (refilled by time, then by their answers) pays for
+// them.
+func (o *operation) awaitQuota(d decision, out outcome, afterTimeout bool) (decision, decision, bool) {
+	discard(o.last.resp, time.Now().Add(min(d.wait, o.deadline.Sub(time.Now()))/2))
+	o.last.resp = nil
+	for {
+		if l := o.cfg.logger; l != nil {
+			l.LogAttrs(o.ctx, slog.LevelInfo, "idem: retry waits for the retry quota",
+				append(o.logAttrs(), slog.Int("attempts", o.attempts), slog.Duration("delay", d.wait))...)
+		}
+		if err := o.sleep(d.wait); err != nil {
+			if err == errAnswered {
+				return d, decision{late: true}, false // an earlier attempt answered (see late.go)
+			}
+			return d, decision{stop: o.contextStop(stopCanceled), fromContext: true}, false
+		}
+		o.skipWait += d.wait
+		now := time.Now()
+		if o.payRetry(now, afterTimeout) {
+			d.wait, d.holdPart = 0, 0
+			return d, decision{}, true
+		}
+		o.skipped++
+		next := decide(o.state(now), out)
+		if next.verdict == verdictStop {
+			return d, decision{stop: stopBudget, cause: ErrBudgetExhausted,
+				detail: "the retry quota paid for none of the last " + strconv.Itoa(o.skipped) + " turns; then " + stopDetail(next)}, false
+		}
+		d = next
+		o.lastChance = d.lastChance
+	}
+}
+
+// stopDetail says why d stops an operation, in words.
+func stopDetail(d decision) string {
+	if d.detail != "" {
+		return d.detail
+	}
+	return d.stop
+}
+
 // payRetry pays for a retry from the Budget, or from the default quota
 // without one, and reports whether it was paid. A poll after a keyed 409 is no
 // retry of a failure, and the quota does not pay for it: the server said the
@@ -199,7 +272,7 @@ func (o *operation) payRetry(now time.Time, afterTimeout bool) bool {
 		o.lastCost = 0
 		return true
 	}
-	cost := o.quota.take(afterTimeout)
+	cost := o.quota.take(now, afterTimeout)
 	o.lastCost = cost
 	o.quotaPaid += cost
 	return cost > 0
@@ -211,7 +284,7 @@ func (o *operation) refundRetry(now time.Time) {
 		o.cfg.budget.refund(now)
 		return
 	}
-	o.quota.give(o.lastCost)
+	o.quota.give(now, o.lastCost)
 	o.quotaPaid -= o.lastCost
 	o.lastCost = 0
 }
@@ -225,11 +298,12 @@ func (o *operation) settleQuota(resp *http.Response) {
 	if reason, _ := classify(o.req.Method, o.key != "", false, o.judged(outcome{status: resp.StatusCode})); reason != "" {
 		return // a retryable status: the dependency is not answering
 	}
+	now := time.Now()
 	if o.attempts <= 1 {
-		o.quota.give(quotaNoRetryCredit)
+		o.quota.give(now, quotaNoRetryCredit)
 		return
 	}
-	o.quota.give(o.quotaPaid)
+	o.quota.give(now, o.quotaPaid)
 }
 
 // state is the operation as decide sees it, at now.
@@ -246,6 +320,7 @@ func (o *operation) state(now time.Time) state {
 		keyed:          o.key != "",
 		fresh:          o.newKey && o.attempts == 1,
 		attempts:       o.attempts,
+		skipped:        o.skipped,
 		polls:          o.polls,
 		maxAttempts:    o.cfg.maxAttempts,
 		replayable:     o.body.replayable(),
@@ -434,14 +509,15 @@ func (o *operation) fail(cause error, detail string) *Error {
 // and reports it to WithOnRetry and WithLogger.
 func (o *operation) notify(d decision) {
 	cfg := o.cfg
-	o.nextReason, o.waited = d.reason, d.wait
+	o.nextReason, o.waited = d.reason, o.skipWait+d.wait
+	o.skipWait = 0
 	if cfg.onRetry == nil && cfg.logger == nil {
 		return
 	}
 	next := AttemptInfo{
 		Number:     o.attempts + 1,
 		Reason:     d.reason,
-		Wait:       d.wait,
+		Wait:       o.waited,
 		Poll:       o.polling,
 		Key:        o.key,
 		Status:     o.last.status,

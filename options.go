@@ -166,13 +166,18 @@ func WithQuotedKeys(on bool) Option {
 // dependency. WithRetryBudget(nil) turns every limit off: every retry the
 // policy allows is made.
 //
-// Without WithRetryBudget each Transport has a retry quota of its own, as the
-// AWS SDK's standard retryer does: a bucket of 500 units, 5 taken by a retry
-// (10 after an attempt time-out), 1 given back by each operation answered at
-// its first attempt and the retries' cost by one answered after retries. A
-// full bucket pays for 100 retries, enough to ride out a short outage; in a
-// long one the bucket empties and each operation makes one attempt, so the
-// dependency sees about its normal load (see docs/client.md).
+// Without WithRetryBudget each Transport has a retry quota of its own, on
+// the AWS SDK's standard retryer's numbers: a bucket of 500 units, 5 taken by
+// a retry (10 after an attempt time-out), 1 given back by each operation
+// answered at its first attempt and the retries' cost by one answered after
+// retries; it also earns one unit every 200ms, one retry a second. A full
+// bucket pays for 100 retries. A retry the quota cannot pay for is not
+// refused: the operation waits for its turn and pays then, or skips the turn
+// (sending nothing; the turn counts against WithMaxAttempts) and waits for
+// the next. So a burst of operations rides out a short outage, and through a
+// long one the Transport sends its first attempts plus about one retry a
+// second, whatever its load (see docs/client.md). A shared Budget, in
+// contrast, refuses: the operation ends with ErrBudgetExhausted at once.
 func WithRetryBudget(b *Budget) Option {
 	return func(c *config) { c.budget, c.budgetSet = b, true }
 }
@@ -180,7 +185,10 @@ func WithRetryBudget(b *Budget) Option {
 // WithOnRetry sets a function called just before the Transport waits for a
 // retry, on the goroutine of RoundTrip, with the request's context and the
 // AttemptInfo of the retry (its Wait is the wait about to start; Status and
-// Err say what the failed attempt came to). It must not block for long. It
+// Err say what the failed attempt came to). A retry the default retry quota
+// could not pay for when it was decided is reported when its turn has come
+// and the quota has paid: its Wait is then the whole time waited, turns
+// skipped included, and the wait is over. It must not block for long. It
 // panics if fn is nil.
 func WithOnRetry(fn func(ctx context.Context, next AttemptInfo)) Option {
 	if fn == nil {

@@ -1,45 +1,73 @@
 package idem
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
-// The default retry quota's numbers: those of the AWS SDK for Go v2's
-// standard retryer (its retry quota, on by default): a bucket of 500 units, 5
-// for a retry, 10 for a retry after an attempt time-out, 1 back for each
-// operation answered at its first attempt, and the cost of the retries back
-// when a retried operation is answered.
+// The default retry quota's numbers. The bucket is that of the AWS SDK for Go
+// v2's standard retryer (its retry quota, on by default): 500 units, 5 for a
+// retry, 10 for a retry after an attempt time-out, 1 back for each operation
+// answered at its first attempt, and the cost of the retries back when a
+// retried operation is answered. Unlike AWS's, it also refills with time, one
+// unit every 200ms (one retry's cost a second), so that a Transport whose
+// every operation is failing still probes the dependency, and notices that it
+// is back, instead of waiting for answers that only retries would bring.
 const (
 	quotaCapacity       = 500
 	quotaRetryCost      = 5
 	quotaTimeoutCost    = 10
 	quotaNoRetryCredit  = 1
+	quotaRefillEvery    = 200 * time.Millisecond
 	quotaRetriesAtFirst = quotaCapacity / quotaRetryCost // 100 retries from a full bucket
 )
 
 // retryQuota is the retry limit of a Transport given no Budget: retries are
-// paid for from a bucket that only answers fill, never time. It lets a client
-// ride out a short outage (a full bucket pays for 100 retries) and, through a
-// long one, makes it send about one attempt per operation once the bucket is
-// empty, instead of WithMaxAttempts. The zero value is not ready: use
-// newRetryQuota.
+// paid for from a bucket that answers fill, and time slowly. It lets a client
+// ride out a short outage (a full bucket pays for 100 retries, then one a
+// second), and through a long one bounds the retries the Transport sends,
+// however many operations it carries, to one a second once the bucket is
+// empty. An operation whose retry it cannot pay for skips that attempt
+// instead of failing (see operation.skipRetry). The zero value is not ready:
+// use newRetryQuota.
 type retryQuota struct {
 	mu     sync.Mutex
 	tokens int
+	at     time.Time // the time tokens was brought up to date at
 }
 
 func newRetryQuota() *retryQuota {
 	return &retryQuota{tokens: quotaCapacity}
 }
 
-// take pays for one retry (one after an attempt time-out costs more) and
-// reports the cost taken, or 0 when the bucket cannot pay: the retry must not
-// be made.
-func (q *retryQuota) take(afterTimeout bool) int {
+// refill adds the units time has earned since q.at, up to the capacity. A
+// full bucket earns nothing; a time before q.at (another operation's, a
+// moment later) changes nothing. q.mu must be held.
+func (q *retryQuota) refill(now time.Time) {
+	if q.tokens >= quotaCapacity || q.at.IsZero() {
+		q.at = now
+		return
+	}
+	if n := int64(now.Sub(q.at) / quotaRefillEvery); n > 0 {
+		q.tokens = int(min(int64(q.tokens)+n, quotaCapacity))
+		q.at = q.at.Add(time.Duration(n) * quotaRefillEvery)
+		if q.tokens == quotaCapacity {
+			q.at = now
+		}
+	}
+}
+
+// take pays at now for one retry (one after an attempt time-out costs more)
+// and reports the cost taken, or 0 when the bucket cannot pay: the retry must
+// not be made.
+func (q *retryQuota) take(now time.Time, afterTimeout bool) int {
 	cost := quotaRetryCost
 	if afterTimeout {
 		cost = quotaTimeoutCost
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.refill(now)
 	if q.tokens < cost {
 		return 0
 	}
@@ -47,14 +75,15 @@ func (q *retryQuota) take(afterTimeout bool) int {
 	return cost
 }
 
-// give puts n units back, up to the capacity: the cost of a retry not made
-// after all, or of the retries of an operation that was answered, or the
+// give puts n units back at now, up to the capacity: the cost of a retry not
+// made after all, or of the retries of an operation that was answered, or the
 // credit of an operation answered at its first attempt.
-func (q *retryQuota) give(n int) {
+func (q *retryQuota) give(now time.Time, n int) {
 	if n <= 0 {
 		return
 	}
 	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.refill(now)
 	q.tokens = min(q.tokens+n, quotaCapacity)
-	q.mu.Unlock()
 }
