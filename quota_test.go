@@ -123,6 +123,7 @@ func TestDefaultsAcrossASustainedOutage(t *testing.T) {
 		if n := sent.Load(); n < 600 || n > most {
 			t.Errorf("500 operations made %d attempts over %v, want from 600 to %d", n, elapsed, most)
 		}
+		t.Logf("500 operations over 5s: %d attempts (%.2f each), the last operation ended after %v", sent.Load(), float64(sent.Load())/500, elapsed)
 		if per := float64(sent.Load()) / 500; per > 1.5 {
 			t.Errorf("%.2f attempts per operation, want at most 1.5", per)
 		}
@@ -166,6 +167,7 @@ func TestDefaultsRideOutAShortOutage(t *testing.T) {
 				sentInOutage.Store(sent.Load())
 				wg.Wait()
 				completed.Add(done.Load())
+				t.Logf("refused %v, seed %d: %d of 50 completed, %d attempts during the outage, %d in all", refuse, seed, done.Load(), sentInOutage.Load(), sent.Load())
 				if n := done.Load(); n < 45 {
 					t.Errorf("refused %v, seed %d: %d of 50 operations completed across a 3s outage, want at least 45", refuse, seed, n)
 				}
