@@ -39,6 +39,7 @@ type operation struct {
 	lastChance bool          // the attempt made is the last one that fitted after a 409
 	lastStatus int           // the status of the latest response, 0 before any
 	last       attemptResult // the latest attempt's
+	lastOut    outcome       // the latest attempt's outcome, with WithRetryIf's word on it
 
 	// What the next attempt's AttemptInfo and the Report say.
 	nextReason    string        // why the next attempt is made, "" for the first
@@ -110,6 +111,7 @@ func (o *operation) run() (*http.Response, error) {
 		// Decide.
 		now := time.Now()
 		out := o.judged(res.outcome)
+		o.lastOut = out
 		d := decide(o.state(now), out)
 		if d.verdict == verdictStop {
 			o.last.refusal = d.refusal
@@ -291,12 +293,21 @@ func (o *operation) refundRetry(now time.Time) {
 
 // settleQuota pays the default quota back when the operation ends on an
 // answer: its retries' cost, or the credit of an answer at the first attempt.
+// A status the table retries (a 503), or WithRetryIf asked to retry, is no
+// answer: the dependency is failing, whatever the method or the predicate
+// let the operation do about it (an unkeyed POST's 503, a 503 the predicate
+// made final). The predicate's word is the one given when the attempt was
+// judged: it is not asked again.
 func (o *operation) settleQuota(resp *http.Response) {
 	if o.quota == nil || resp == nil {
 		return
 	}
-	if reason, _ := classify(o.req.Method, o.key != "", false, o.judged(outcome{status: resp.StatusCode})); reason != "" {
-		return // a retryable status: the dependency is not answering
+	out := outcome{status: resp.StatusCode}
+	if resp == o.last.resp {
+		out = o.lastOut
+	}
+	if reason, _ := tableReason(o.key != "", o.newKey && o.attempts == 1, out); reason != "" || out.custom > 0 {
+		return
 	}
 	now := time.Now()
 	if o.attempts <= 1 {

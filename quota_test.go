@@ -290,3 +290,56 @@ func TestRetryQuotaDoesNotPayForPolls(t *testing.T) {
 		}
 	})
 }
+
+// TestRetryQuotaCreditsOnlyAnswers: an operation that ends on a status the
+// table retries earns the quota nothing, though its method or WithRetryIf
+// kept it from retrying (an unkeyed POST's 503, a 503 the predicate made
+// final), and WithRetryIf is asked once per attempt, not again when the
+// operation settles with the quota. A 404 is an answer: 1 unit.
+func TestRetryQuotaCreditsOnlyAnswers(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		method string
+		status int
+		opts   []Option
+		want   int // tokens after, from 100
+	}{
+		{"an unkeyed POST's 503", http.MethodPost, 503, []Option{WithAutoKeys(false)}, 100},
+		{"a 503 WithRetryIf made final", http.MethodGet, 503, []Option{WithRetryIf(func(*http.Response, error, bool) bool { return false })}, 100},
+		{"a 404", http.MethodGet, 404, nil, 101},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := &fakeRT{steps: []fakeStep{{status: tc.status}}}
+			tr := NewTransport(f, append([]Option{noWait()}, tc.opts...)...)
+			q := tr.retryQuota(tr.policy())
+			q.tokens, q.at = 100, time.Now().Add(time.Hour) // no unit earned by time during the test
+			resp, err := tr.RoundTrip(mustRequest(t, context.Background(), tc.method, "http://x/", "{}"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = resp.Body.Close()
+			if q.tokens != tc.want || len(f.Calls()) != 1 {
+				t.Errorf("%d attempts, tokens %d; want 1 attempt, %d", len(f.Calls()), q.tokens, tc.want)
+			}
+		})
+	}
+	t.Run("the predicate is asked once per attempt", func(t *testing.T) {
+		t.Parallel()
+		f := &fakeRT{steps: []fakeStep{{status: 503}, {status: 200}}}
+		var asked atomic.Int64
+		tr := NewTransport(f, noWait(), WithRetryIf(func(_ *http.Response, _ error, retryable bool) bool {
+			asked.Add(1)
+			return retryable
+		}))
+		resp, err := tr.RoundTrip(mustRequest(t, context.Background(), http.MethodGet, "http://x/", ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if n := asked.Load(); n != 2 || len(f.Calls()) != 2 {
+			t.Errorf("asked %d times over %d attempts, want 2 and 2", n, len(f.Calls()))
+		}
+	})
+}
