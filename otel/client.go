@@ -64,7 +64,10 @@ var attemptBuckets = []float64{1, 2, 3, 4, 5, 6, 8, 10, 15, 20}
 //	idem.client.attempts            histogram, {attempt}: attempts per operation, by idem.outcome
 //	idem.client.retries             counter, {retry}: attempts after the first, by idem.retry.reason
 //	idem.client.polls               counter, {poll}: polls after a keyed 409 (also retries)
-//	idem.client.budget.refusals     counter, {refusal}: operations whose retry the budget refused
+//	idem.client.budget.refusals     counter, {refusal}: operations whose retry the budget refused,
+//	                                or the default retry quota could not pay for when it was decided
+//	idem.client.quota.skipped       counter, {turn}: retry turns the default retry quota skipped
+//	                                (nothing was sent; idem.Report.Skipped)
 //	idem.client.host_hold.duration  histogram, s: how long an operation waited for a host hold
 //	                                (held operations only)
 //
@@ -79,6 +82,7 @@ type Client struct {
 	retries   metric.Int64Counter
 	polls     metric.Int64Counter
 	refusals  metric.Int64Counter
+	skipped   metric.Int64Counter
 	hostHolds metric.Float64Histogram
 
 	// The attribute sets of each instrument, built once per combination.
@@ -140,7 +144,9 @@ func NewClient(opts ...Option) *Client {
 		polls: must(m.Int64Counter("idem.client.polls", metric.WithUnit("{poll}"),
 			metric.WithDescription("Attempts that poll for the answer after a keyed 409."))),
 		refusals: must(m.Int64Counter("idem.client.budget.refusals", metric.WithUnit("{refusal}"),
-			metric.WithDescription("Operations whose retry the retry budget refused."))),
+			metric.WithDescription("Operations whose retry the retry budget refused, or the default retry quota could not pay for when it was decided."))),
+		skipped: must(m.Int64Counter("idem.client.quota.skipped", metric.WithUnit("{turn}"),
+			metric.WithDescription("Retry turns the default retry quota could not pay for: waited out, nothing sent."))),
 		hostHolds: must(m.Float64Histogram("idem.client.host_hold.duration", metric.WithUnit("s"),
 			metric.WithDescription("Time an operation waited because its host was held back after a 429 or 503."),
 			metric.WithExplicitBucketBoundaries(durationBuckets...))),
@@ -170,8 +176,9 @@ func (c *Client) noopMeter() bool {
 	_, d := c.duration.(metricnoop.Float64Histogram)
 	_, a := c.attempts.(metricnoop.Int64Histogram)
 	_, r := c.refusals.(metricnoop.Int64Counter)
+	_, s := c.skipped.(metricnoop.Int64Counter)
 	_, h := c.hostHolds.(metricnoop.Float64Histogram)
-	return d && a && r && h
+	return d && a && r && s && h
 }
 
 func (c *Client) done(ctx context.Context, r idem.Report) {
@@ -189,6 +196,9 @@ func (c *Client) done(ctx context.Context, r idem.Report) {
 	hm := clientKey{host: k.host, method: k.method}
 	if r.BudgetRefused && c.refusals.Enabled(ctx) {
 		c.refusals.Add(ctx, 1, c.hostSets.get(hm, hostMethodOnly).add...)
+	}
+	if r.Skipped > 0 && c.skipped.Enabled(ctx) {
+		c.skipped.Add(ctx, int64(r.Skipped), c.hostSets.get(hm, hostMethodOnly).add...)
 	}
 	if r.HostHold > 0 && c.hostHolds.Enabled(ctx) {
 		c.hostHolds.Record(ctx, r.HostHold.Seconds(), c.hostSets.get(hm, hostMethodOnly).rec...)

@@ -261,3 +261,35 @@ func TestClientTransportError(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestClientQuotaSkipped: with the default retry quota spent, a retry turn
+// it cannot pay for is skipped and counted; the operation still completes
+// when a later turn is paid (the quota earns a unit every 200ms).
+func TestClientQuotaSkipped(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		tel := newTelemetry(t)
+		c := idemotel.NewClient(idemotel.WithTracerProvider(tel.tp), idemotel.WithMeterProvider(tel.mp))
+		// Spend the quota: 101 operations of one retry each, every attempt 503.
+		rt := idem.NewTransport(c.Transport(&scripted{statuses: []int{503}}), c.Option(),
+			idem.WithBackoff(time.Millisecond, time.Millisecond), idem.WithJitter(idem.NoJitter), idem.WithMaxAttempts(2))
+		for range 101 {
+			req, _ := http.NewRequest(http.MethodGet, "http://payments.test/status", nil)
+			if resp, err := rt.RoundTrip(req); err == nil {
+				resp.Body.Close()
+			}
+		}
+		ms := tel.metrics(t)
+		// 100 retries paid; the 101st operation's turn (1ms later, not a
+		// unit earned) skipped.
+		if n := sum(t, ms, "idem.client.quota.skipped", attribute.String("server.address", "payments.test")); n != 1 {
+			t.Errorf("skipped turns: %d, want 1", n)
+		}
+		if n := sum(t, ms, "idem.client.retries"); n != 100 {
+			t.Errorf("retries: %d, want the quota's 100", n)
+		}
+		if n := sum(t, ms, "idem.client.budget.refusals"); n != 1 {
+			t.Errorf("refusals: %d, want 1", n)
+		}
+	})
+}
