@@ -279,5 +279,9 @@ func otelMiddlewareOp(opts []idemotel.Option) (op func() error, fresh func()) {
 // addedAllocs is how many allocations per operation variant adds to OTelOff,
 // rounded.
 func (r OTelCostResult) addedAllocs(variant string) float64 {
-	return math.Round(r.Row(variant).AllocsPerOp - r.Row(OTelOff).AllocsPerOp)
+	added := math.Round(r.Row(variant).AllocsPerOp - r.Row(OTelOff).AllocsPerOp)
+	if added == 0 {
+		return 0 // not -0, which prints as "-0"
+	}
+	return added
 }

@@ -179,7 +179,7 @@ func paramsFor(quick bool) params {
 		// out other work on the machine.
 		server:  ServerLoadConfig{Workers: 16, Duration: 500 * time.Millisecond, Warmup: 150 * time.Millisecond, Rounds: 7},
 		foreign: DefaultForeign(),
-		otel:    OTelCostConfig{Batch: 25 * time.Millisecond, Rounds: 31},
+		otel:    OTelCostConfig{Batch: 25 * time.Millisecond, Rounds: 61},
 	}
 	if !quick {
 		return p
