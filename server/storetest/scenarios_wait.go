@@ -64,9 +64,10 @@ func testWaitLateAnswer(t *testing.T, f Fixture) {
 }
 
 // wantWaited checks Result.Waited over the scenario's Do calls so far: one
-// result, of outcome, reports a wait, of at least earlyWindow (the time
-// startDuplicate held the first request while the duplicate waited) and less
-// than waitLimit; no other result reports one.
+// result, of outcome, reports a wait, shorter than waitLimit; no other result
+// reports one. (The duplicate waited for about earlyWindow, but a store may
+// start counting only after its first look, which may be slow on a loaded
+// machine: no lower bound but zero is sure.)
 func (e *env) wantWaited(outcome server.Outcome) {
 	e.t.Helper()
 	c := e.obs.snapshot()
@@ -76,9 +77,9 @@ func (e *env) wantWaited(outcome server.Outcome) {
 		}
 	}
 	ws := c.waited[outcome]
-	if len(ws) != 1 || ws[0] < earlyWindow || ws[0] >= waitLimit {
-		e.t.Errorf("Result.Waited of the %v results: %v, want one wait in [%v, %v): the duplicate waited for the first request",
-			outcome, ws, earlyWindow, waitLimit)
+	if len(ws) != 1 || ws[0] <= 0 || ws[0] >= waitLimit {
+		e.t.Errorf("Result.Waited of the %v results: %v, want one wait in (0, %v): the duplicate waited for the first request",
+			outcome, ws, waitLimit)
 	}
 }
 
