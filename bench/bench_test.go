@@ -11,7 +11,7 @@ import (
 	"github.com/idemkit/idem/internal/servicetest"
 )
 
-// TestQuickRun runs every section in quick mode, as `go run ./cmd/bench -quick`
+// TestQuickRun runs every section (1 to 7) in quick mode, as `go run ./cmd/bench -quick`
 // does, and checks that the outputs exist and that the invariants hold: idem's
 // client on idem's server never charges twice, and the retry budget keeps the
 // attempts per call of a storm well below MaxAttempts.
@@ -30,7 +30,7 @@ func TestQuickRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, want := range []string{"## 1.", "## 2.", "## 3.", "## 4.", "## 5.", "## 6.", "cores", "go1.", "go test -run TestQuickRun"} {
+		for _, want := range []string{"## 1.", "## 2.", "## 3.", "## 4.", "## 5.", "## 6.", "## 7.", "cores", "go1.", "go test -run TestQuickRun"} {
 			if !bytes.Contains(md, []byte(want)) {
 				t.Errorf("%s lacks %q", ResultsFile, want)
 			}
@@ -55,6 +55,23 @@ func TestQuickRun(t *testing.T) {
 		for _, o := range rep.Overhead {
 			if o.NsPerOp <= 0 || o.AllocsPerOp <= 0 {
 				t.Errorf("%s over %v: %v ns/op, %d allocs/op", o.Name, o.Target, o.NsPerOp, o.AllocsPerOp)
+			}
+		}
+	})
+
+	t.Run("OpenTelemetry", func(t *testing.T) {
+		// Every workload in every variant, timed, with ratios to off.
+		if len(rep.OTel) != len(OTelWorkloads) {
+			t.Fatalf("%d workloads, want %d", len(rep.OTel), len(OTelWorkloads))
+		}
+		for _, o := range rep.OTel {
+			if len(o.Rows) != len(OTelVariants) {
+				t.Errorf("%s: %d rows, want %d", o.Workload, len(o.Rows), len(OTelVariants))
+			}
+			for _, row := range o.Rows {
+				if row.NsPerOp <= 0 || row.Ratio.Median <= 0 || row.AllocsPerOp <= 0 {
+					t.Errorf("%s, %s: %+v", o.Workload, row.Variant, row)
+				}
 			}
 		}
 	})

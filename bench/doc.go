@@ -26,4 +26,8 @@
 //  6. A server that does not implement keys: a real 409, bare in-progress
 //     409s, a 3 s total outage and a sustained one, with idem,
 //     go-retryablehttp and failsafe-go on their defaults (Foreign).
+//  7. The cost of OpenTelemetry: the client and the middleware with the
+//     idemotel module off, on the no-op providers, on the global ones before
+//     an SDK is installed and on the SDK's, as ratios to off in the same run
+//     (OTelCost).
 package bench

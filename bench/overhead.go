@@ -294,46 +294,18 @@ func overheadRows(cfg OverheadConfig, contenders []Contender, target OverheadTar
 		stacks[i] = newOverheadStack(c, target, cs)
 		defer stacks[i].close()
 	}
-	block := func(s overheadStack, n int) (blockResult, error) {
-		return runBlock(n, func() error {
+	rounds, err := runRounds(len(stacks), cfg.Block, cfg.Rounds, rng, func(i, n int) (blockResult, error) {
+		s := stacks[i]
+		r, err := runBlock(n, func() error {
 			return postPayment(context.Background(), s.client, url, s.key, s.deadline)
 		})
-	}
-	fail := func(s overheadStack, err error) error {
-		return fmt.Errorf("bench: overhead %s over %v (%v): %w", s.name, target, cs, err)
-	}
-
-	// Warm every stack up (connections, caches) with a tenth of a block's
-	// time, and size the blocks from bare's speed.
-	warm := max(cfg.Block/10, time.Millisecond)
-	n := 0
-	for i, s := range stacks {
-		r, err := block(s, 1)
-		for err == nil && r.elapsed < warm {
-			r, err = block(s, min(2*r.n, 1<<20))
-		}
 		if err != nil {
-			return nil, fail(s, err)
+			err = fmt.Errorf("bench: overhead %s over %v (%v): %w", s.name, target, cs, err)
 		}
-		if i == 0 {
-			n = max(1, int(float64(r.n)*float64(cfg.Block)/float64(r.elapsed)))
-		}
-	}
-
-	rounds := make([][]blockResult, len(stacks)) // [stack][round]
-	order := make([]int, len(stacks))
-	for i := range order {
-		order[i] = i
-	}
-	for range cfg.Rounds {
-		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-		for _, i := range order {
-			r, err := block(stacks[i], n)
-			if err != nil {
-				return nil, fail(stacks[i], err)
-			}
-			rounds[i] = append(rounds[i], r)
-		}
+		return r, err
+	})
+	if err != nil {
+		return nil, err
 	}
 
 	rows := make([]OverheadResult, len(stacks))
@@ -356,6 +328,46 @@ func overheadRows(cfg OverheadConfig, contenders []Contender, target OverheadTar
 		rows[i].AllocsRatio = float64(rows[i].AllocsPerOp) / float64(max(rows[0].AllocsPerOp, 1))
 	}
 	return rows, nil
+}
+
+// runRounds is how sections 1 and 7 measure k stacks: it warms each up (its
+// connections, caches) with a tenth of a block's time, sizes the blocks from
+// the speed of the first (the baseline), then runs rounds, each running every
+// stack once for that number of operations, in an order rng shuffles for each
+// round, so that the machine's drift weighs on every stack alike. It returns
+// the blocks of every stack in round order ([stack][round]); run(i, n) runs n
+// operations of stack i.
+func runRounds(k int, block time.Duration, rounds int, rng *rand.Rand, run func(i, n int) (blockResult, error)) ([][]blockResult, error) {
+	warm := max(block/10, time.Millisecond)
+	n := 0
+	for i := range k {
+		r, err := run(i, 1)
+		for err == nil && r.elapsed < warm {
+			r, err = run(i, min(2*r.n, 1<<20))
+		}
+		if err != nil {
+			return nil, err
+		}
+		if i == 0 {
+			n = max(1, int(float64(r.n)*float64(block)/float64(r.elapsed)))
+		}
+	}
+	out := make([][]blockResult, k)
+	order := make([]int, k)
+	for i := range order {
+		order[i] = i
+	}
+	for range rounds {
+		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		for _, i := range order {
+			r, err := run(i, n)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = append(out[i], r)
+		}
+	}
+	return out, nil
 }
 
 // newOverheadStack returns c's client over target (over a loopback transport

@@ -46,6 +46,9 @@ func (r *Report) Markdown() string {
 	if r.Foreign != nil {
 		r.writeForeign(w)
 	}
+	if r.OTel != nil {
+		r.writeOTel(w)
+	}
 	return b.String()
 }
 

@@ -30,7 +30,11 @@
 // looked up, and attributes are built only for a span that records. With the
 // no-op providers (the metric/noop and trace/noop packages) an attempt gets no
 // span at all, unless a propagator is set; with the global providers, before
-// an SDK is installed, it gets the global tracer's non-recording span.
+// an SDK is installed, it gets the global tracer's non-recording span, whose
+// Start allocates three times: it is not skipped, because that Start is where
+// OpenTelemetry Go's eBPF auto-instrumentation (go.opentelemetry.io/auto)
+// attaches to record spans with no SDK installed, through a flag this package
+// cannot read.
 //
 // Options are checked when Server, OnOutcome or Client is called: an
 // impossible one panics there, naming the option.

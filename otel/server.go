@@ -32,6 +32,7 @@ const (
 	WaitReplayed   = "replayed"    // the first request finished: its response was replayed
 	WaitInProgress = "in-progress" // the wait was over (or zero) and the first still ran: 409
 	WaitCanceled   = "canceled"    // the client went away while waiting: 409, sent to no one
+	WaitExecuted   = "executed"    // the first released the key (5xx, panic): this one ran the handler
 )
 
 // Values of the idem.store.error attribute of idem.server.store.errors.
@@ -51,6 +52,7 @@ const (
 	attrKey        = attribute.Key("idem.key")
 	attrHandler    = attribute.Key("idem.handler.duration")
 	attrStoreTime  = attribute.Key("idem.store.duration")
+	attrWaited     = attribute.Key("idem.wait.duration")
 )
 
 // Semantic-convention attribute keys (HTTP, stable).
@@ -82,9 +84,10 @@ func Server(opts ...Option) server.Option {
 //	                              (the docs/problems.md section) on a problem answer
 //	idem.server.store.errors      counter, {error}: store failures, by idem.store.error
 //	                              (StoreErrorUnavailable, StoreErrorNotRecorded)
-//	idem.server.wait.duration     histogram, s: how long a duplicate (a replay, a 409)
-//	                              spent in the store, its wait for the first request
-//	                              included, by idem.wait.end (the Wait* values)
+//	idem.server.wait.duration     histogram, s: how long a duplicate (a replay, a 409,
+//	                              or an execution after a wait: OutcomeEvent.Waited
+//	                              not zero) spent in the store, its wait for the first
+//	                              request included, by idem.wait.end (the Wait* values)
 //	idem.server.handler.duration  histogram, s: how long the handler ran, by
 //	                              http.response.status_code
 //
@@ -223,6 +226,9 @@ func (s *serverHook) record(ev server.OutcomeEvent) {
 	if end != "" {
 		evAttrs = append(evAttrs, attrWaitEnd.String(end))
 	}
+	if ev.Waited > 0 {
+		evAttrs = append(evAttrs, attrWaited.Float64(ev.Waited.Seconds()))
+	}
 	if s.cfg.key && ev.Key != "" {
 		span.SetAttributes(attrKey.String(ev.Key))
 	}
@@ -253,9 +259,14 @@ func serverOutcome(ev server.OutcomeEvent) string {
 }
 
 // waitEnd is the idem.wait.end value of a duplicate's answer, "" for any
-// other answer.
+// other answer. An execution is a duplicate's when the store waited for
+// another request with the key before it ran.
 func waitEnd(ctx context.Context, ev server.OutcomeEvent) string {
 	switch ev.Outcome {
+	case server.OutcomeExecuted:
+		if ev.Waited > 0 {
+			return WaitExecuted
+		}
 	case server.OutcomeReplayed:
 		return WaitReplayed
 	case server.OutcomeInProgress:

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -189,6 +190,67 @@ func TestServerWait(t *testing.T) {
 		}
 		if got := sum(t, ms, "idem.server.requests", outcome("in-progress"), status(409)); got != 1 {
 			t.Errorf("409s counted: %d, want 1", got)
+		}
+	})
+}
+
+// TestServerWaitThenExecuted: a duplicate waits for a first request whose
+// handler then answers 503 (the key is released), and runs the handler
+// itself; its wait is in the histogram, ending "executed", for the 2s it
+// waited (on the bubble's clock), and its span's event says so. The first
+// request, which did not wait, is not.
+func TestServerWaitThenExecuted(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		tel := newTelemetry(t)
+		release := make(chan struct{})
+		var first atomic.Bool
+		h := paymentsServer(tel, memstore.New(), http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			if first.CompareAndSwap(false, true) {
+				<-release
+				w.WriteHeader(http.StatusServiceUnavailable)
+				return
+			}
+			w.WriteHeader(http.StatusCreated)
+		}))
+		codes := make([]int, 2)
+		var wg sync.WaitGroup
+		wg.Go(func() { codes[0] = post(h, "k", "{}") })
+		synctest.Wait() // the first runs the handler
+		wg.Go(func() { codes[1] = post(h, "k", "{}") })
+		synctest.Wait() // the duplicate waits in the store
+		time.Sleep(2 * time.Second)
+		close(release)
+		wg.Wait()
+		if codes[0] != 503 || codes[1] != 201 {
+			t.Fatalf("statuses %v, want [503 201]", codes)
+		}
+
+		ms := tel.metrics(t)
+		if n, s := hist(t, ms, "idem.server.wait.duration", waitEnd("executed"), routePayments, storeMemory); n != 1 || s != 2 {
+			t.Errorf("waits ending in an execution: %d, %vs in all; want 1, 2s", n, s)
+		}
+		if n, _ := hist(t, ms, "idem.server.wait.duration"); n != 1 {
+			t.Errorf("waits: %d, want only the duplicate's", n)
+		}
+		if got := sum(t, ms, "idem.server.requests", outcome("executed")); got != 2 {
+			t.Errorf("executions counted: %d, want 2", got)
+		}
+		var waited []float64
+		for _, span := range tel.spans.Ended() {
+			ev, ok := event(span, "idem.server")
+			if !ok {
+				t.Fatalf("span without an idem.server event: %v", span.Events())
+			}
+			if v, ok := ev.Value("idem.wait.duration"); ok {
+				waited = append(waited, v.AsFloat64())
+				if end, _ := ev.Value("idem.wait.end"); end.AsString() != "executed" {
+					t.Errorf("the waiting execution's event: idem.wait.end %q, want executed", end.AsString())
+				}
+			}
+		}
+		if len(waited) != 1 || waited[0] != 2 {
+			t.Errorf("events with idem.wait.duration: %v, want the duplicate's alone, 2s", waited)
 		}
 	})
 }

@@ -248,7 +248,7 @@ var refusal = map[int]bool{
 // step: a panic goes on; a store error, or a result that breaks the Store
 // contract, is the store's failure; otherwise the outcome chooses the answer.
 func (ex *exchange) finish(res Result, err error) {
-	ex.ev.Outcome = res.Outcome
+	ex.ev.Outcome, ex.ev.Waited = res.Outcome, res.Waited
 	if ex.panicked {
 		ex.ev.Err = err
 		ex.ev.Stored = ex.unknown && err == nil // the outcome-unknown record

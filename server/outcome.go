@@ -40,6 +40,12 @@ type OutcomeEvent struct {
 	// the first request with the key (Request.Wait). Zero when the store was
 	// not asked.
 	StoreDuration time.Duration
+	// Waited is how long the store waited for another request with the key
+	// (Result.Waited), part of StoreDuration; zero when it did not wait. With
+	// OutcomeExecuted it marks a duplicate that ran the handler itself: the
+	// first request released the key (its handler answered 5xx or panicked)
+	// while this one waited.
+	Waited time.Duration
 }
 
 // maxLoggedKey is how many bytes of a key LogKey keeps.

@@ -66,21 +66,28 @@ func TestLogKey(t *testing.T) {
 	}
 }
 
-// TestOnOutcomeDurations: the event says how long the handler ran and how
-// long the store took besides (a duplicate's wait is store time), on the
-// bubble's fake clock.
+// TestOnOutcomeDurations: the event says how long the handler ran, how long
+// the store took besides (a duplicate's wait is store time) and how long the
+// store waited for another request with the key (a replay's, and an
+// execution's after the first request released the key), on the bubble's
+// fake clock.
 func TestOnOutcomeDurations(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		store := &fakeStore{do: func(ctx context.Context, req Request, run RunFunc) (Result, error) {
 			time.Sleep(2 * time.Second) // the claim
-			if req.Key == "dup" {
+			var waited time.Duration
+			switch req.Key {
+			case "dup":
 				time.Sleep(5 * time.Second) // a duplicate waits, then gets the replay
-				return Result{Outcome: OutcomeReplayed, Response: &Response{Status: 201}}, nil
+				return Result{Outcome: OutcomeReplayed, Response: &Response{Status: 201}, Waited: 5 * time.Second}, nil
+			case "dup-runs":
+				time.Sleep(4 * time.Second) // a duplicate waits; the first releases the key
+				waited = 4 * time.Second
 			}
 			resp, _ := run(ctx)
 			time.Sleep(time.Second) // the record
-			return Result{Outcome: OutcomeExecuted, Response: resp}, nil
+			return Result{Outcome: OutcomeExecuted, Response: resp, Waited: waited}, nil
 		}}
 		var events []OutcomeEvent
 		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -90,15 +97,22 @@ func TestOnOutcomeDurations(t *testing.T) {
 		mw := Middleware(store, WithOnOutcome(func(e OutcomeEvent) { events = append(events, e) }))(h)
 		serve(mw, request("POST", "/x", "{}", HeaderKey, "first"))
 		serve(mw, request("POST", "/x", "{}", HeaderKey, "dup"))
+		serve(mw, request("POST", "/x", "{}", HeaderKey, "dup-runs"))
 		serve(mw, request("POST", "/x", "{}")) // no key: the store is not asked
 
-		want := []struct{ handler, store time.Duration }{{3 * time.Second, 3 * time.Second}, {0, 7 * time.Second}, {0, 0}}
+		want := []struct{ handler, store, waited time.Duration }{
+			{3 * time.Second, 3 * time.Second, 0},
+			{0, 7 * time.Second, 5 * time.Second},
+			{3 * time.Second, 7 * time.Second, 4 * time.Second},
+			{0, 0, 0},
+		}
 		if len(events) != len(want) {
 			t.Fatalf("%d events, want %d", len(events), len(want))
 		}
 		for i, w := range want {
-			if e := events[i]; e.HandlerDuration != w.handler || e.StoreDuration != w.store {
-				t.Errorf("event %d: handler %v, store %v; want %v, %v", i, e.HandlerDuration, e.StoreDuration, w.handler, w.store)
+			if e := events[i]; e.HandlerDuration != w.handler || e.StoreDuration != w.store || e.Waited != w.waited {
+				t.Errorf("event %d: handler %v, store %v, waited %v; want %v, %v, %v", i,
+					e.HandlerDuration, e.StoreDuration, e.Waited, w.handler, w.store, w.waited)
 			}
 		}
 	})

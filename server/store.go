@@ -25,7 +25,8 @@ import (
 //   - when another owner holds the claim, wait up to Request.Wait for it to finish (see
 //     Request.Wait), then return OutcomeInProgress with RetryAfter set from the remaining
 //     lease where the store knows it. A fingerprint mismatch against an in-progress claim
-//     is reported as OutcomeMismatch;
+//     is reported as OutcomeMismatch. Whatever ends the wait, Result.Waited says how long
+//     it lasted;
 //   - when the key is marked outcome unknown (an earlier run's response could not be
 //     recorded), return OutcomeUnknown and never call run.
 //
@@ -139,6 +140,14 @@ type Result struct {
 	// where the store knows it (zero if unknown). The middleware's 409 Retry-After is a
 	// shorter estimate, never more than this.
 	RetryAfter time.Duration
+	// Waited is how long Do waited for another owner of the claim to finish
+	// (Request.Wait) before this outcome, whichever it is: a replay of the
+	// owner's record, OutcomeInProgress when the wait ran out or ctx ended, or
+	// OutcomeExecuted when the owner released the key and this request claimed
+	// it and ran. It runs from the first time Do found the key claimed until it
+	// stopped waiting (the look that ended the wait, or run, excluded). Zero when
+	// Do did not wait.
+	Waited time.Duration
 }
 
 // ErrNotRecorded is wrapped by a Store's error when the handler ran but its

@@ -90,6 +90,8 @@ func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) 
 	k := recordKey{scope: req.Scope, key: req.Key}
 	sh := s.shardFor(k)
 	var waitOver <-chan time.Time // set at the first wait: the end of req.Wait
+	var waitStart time.Time       // the first wait's start
+	var waited time.Duration      // Result.Waited: how long the waits lasted
 	mayWait := req.Wait > 0
 	for swept := false; ; {
 		res, e, done, st := s.begin(sh, k, req, mayWait)
@@ -98,24 +100,29 @@ func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) 
 			if e != nil { // a replay: the record is immutable, copied outside the lock
 				res.Response = e.stored.response()
 			}
+			res.Waited = waited
 			return res, nil
 		case claimed:
 			// Only a claim's owner writes e.owner, and only after run: this
 			// goroutine may read the token it was given without the lock.
-			return s.execute(ctx, sh, e, req.TTL, e.owner, run)
+			res, err := s.execute(ctx, sh, e, req.TTL, e.owner, run)
+			res.Waited = waited
+			return res, err
 		case waiting:
 			if waitOver == nil {
 				t := time.NewTimer(req.Wait)
 				defer t.Stop()
-				waitOver = t.C
+				waitOver, waitStart = t.C, time.Now()
 			}
 			select {
 			case <-done: // recorded or released: look again
 			case <-waitOver:
 				mayWait = false // one last look, then answer
 			case <-ctx.Done():
-				return server.Result{Outcome: server.OutcomeInProgress, RetryAfter: s.lease(sh, e)}, nil
+				return server.Result{Outcome: server.OutcomeInProgress, RetryAfter: s.lease(sh, e),
+					Waited: time.Since(waitStart)}, nil
 			}
+			waited = time.Since(waitStart)
 			continue
 		}
 		if swept {

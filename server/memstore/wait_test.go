@@ -64,8 +64,8 @@ func TestWaitingDuplicate(t *testing.T) {
 				if err != nil || res.Outcome != tt.want || string(res.Response.Body) != tt.wantBody || runs != tt.wantSelfs {
 					t.Fatalf("duplicate = %v %v %q, %d runs; want %v %q, %d", res.Outcome, err, bodyOf(res), runs, tt.want, tt.wantBody, tt.wantSelfs)
 				}
-				if waited := time.Since(start); waited != 3*time.Second {
-					t.Errorf("duplicate answered after %v, want when the first finished (3s)", waited)
+				if waited := time.Since(start); waited != 3*time.Second || res.Waited != 3*time.Second {
+					t.Errorf("duplicate answered after %v, Waited %v; want both when the first finished (3s)", waited, res.Waited)
 				}
 				<-ended
 			})
@@ -87,6 +87,9 @@ func TestWaitEnds(t *testing.T) {
 			res := mustDo(t, s, req, respond(&runs, nil, false))
 			if res.Outcome != server.OutcomeInProgress || runs != 0 || time.Since(start) != 2*time.Second {
 				t.Fatalf("got %v after %v with %d runs, want in progress after the 2s wait", res.Outcome, time.Since(start), runs)
+			}
+			if res.Waited != 2*time.Second {
+				t.Errorf("Waited = %v, want the 2s wait", res.Waited)
 			}
 			if res.RetryAfter <= 0 || res.RetryAfter > req.LockTTL {
 				t.Errorf("RetryAfter = %v, want within the %v lease", res.RetryAfter, req.LockTTL)
@@ -111,6 +114,9 @@ func TestWaitEnds(t *testing.T) {
 			if err != nil || res.Outcome != server.OutcomeInProgress || runs != 0 || time.Since(start) != 500*time.Millisecond {
 				t.Fatalf("got %v %v after %v, want in progress at the cancellation (500ms)", res.Outcome, err, time.Since(start))
 			}
+			if res.Waited != 500*time.Millisecond {
+				t.Errorf("Waited = %v, want until the cancellation (500ms)", res.Waited)
+			}
 		})
 	})
 	t.Run("zero Wait answers at once", func(t *testing.T) {
@@ -121,8 +127,8 @@ func TestWaitEnds(t *testing.T) {
 			defer func() { close(release); <-ended }()
 			start := time.Now()
 			runs := 0
-			if res := mustDo(t, s, req, respond(&runs, nil, false)); res.Outcome != server.OutcomeInProgress || time.Since(start) != 0 {
-				t.Fatalf("got %v after %v, want in progress at once", res.Outcome, time.Since(start))
+			if res := mustDo(t, s, req, respond(&runs, nil, false)); res.Outcome != server.OutcomeInProgress || time.Since(start) != 0 || res.Waited != 0 {
+				t.Fatalf("got %v after %v, Waited %v; want in progress at once, no wait", res.Outcome, time.Since(start), res.Waited)
 			}
 		})
 	})

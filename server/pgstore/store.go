@@ -127,15 +127,21 @@ func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) 
 	}()
 	waitUntil := time.Now().Add(min(req.Wait, s.cfg.lockTimeout))
 	poll := pollFirst
-	var last server.Result // the last in-progress answer
-	looking := false       // holds a place of s.polls
+	var last server.Result   // the last in-progress answer
+	var waitStart time.Time  // when a look first found the key busy
+	var waited time.Duration // Result.Waited: from waitStart to the last look
+	looking := false         // holds a place of s.polls
 	defer func() {
 		if looking {
 			s.polls.release()
 		}
 	}()
 	for looks := 0; ; looks++ {
+		if looks > 0 { // a look again: the wait lasted until now
+			waited = time.Since(waitStart)
+		}
 		res, needSlot, err := s.do(ctx, req, owner, run, &slot, &looking)
+		res.Waited = waited
 		if looking {
 			s.polls.release()
 			looking = false
@@ -143,6 +149,7 @@ func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) 
 		if looks > 0 && errors.Is(err, ErrPoolExhausted) {
 			// A look again found no connection: the owner was still running
 			// at the last look, and that is the answer.
+			last.Waited = waited
 			return last, nil
 		}
 		if needSlot {
@@ -167,13 +174,17 @@ func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) 
 			s.slots.release()
 			slot = false
 		}
-		if looks == 0 {
-			s.waiting.Add(1)
-			defer s.waiting.Add(-1)
-		}
 		sleep := min(poll, time.Until(waitUntil))
 		if sleep <= 0 {
+			if !waitStart.IsZero() {
+				res.Waited = time.Since(waitStart)
+			}
 			return res, nil
+		}
+		if waitStart.IsZero() {
+			waitStart = time.Now()
+			s.waiting.Add(1)
+			defer s.waiting.Add(-1)
 		}
 		t := time.NewTimer(sleep)
 		select {
@@ -188,6 +199,7 @@ func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) 
 			if ctx.Err() != nil {
 				return server.Result{}, fmt.Errorf("pgstore: waiting for the key: %w", context.Cause(ctx))
 			}
+			res.Waited = time.Since(waitStart)
 			return res, nil
 		}
 		looking = true

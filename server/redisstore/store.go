@@ -98,16 +98,24 @@ func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) 
 
 	waitUntil := time.Now().Add(req.Wait)
 	poll := pollFirst
+	var waitStart time.Time  // when a look first found the key claimed
+	var waited time.Duration // Result.Waited: from waitStart to the last look
 	for {
 		granted := time.Now() // the lease runs from no later than this
+		if !waitStart.IsZero() {
+			waited = granted.Sub(waitStart)
+		}
 		held, pttl, err := s.acquire(ctx, key, claim, req)
 		if err != nil {
 			return server.Result{}, err
 		}
 		if held == nil {
-			return s.execute(ctx, key, claim, req, granted, run)
+			res, err := s.execute(ctx, key, claim, req, granted, run)
+			res.Waited = waited
+			return res, err
 		}
 		res, err := answerExisting(held, pttl, req.Fingerprint)
+		res.Waited = waited
 		if err != nil || res.Outcome != server.OutcomeInProgress {
 			return res, err
 		}
@@ -116,7 +124,13 @@ func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) 
 		// holds nothing in Redis: each look is one claim script.
 		sleep := min(poll, time.Until(waitUntil))
 		if sleep <= 0 {
+			if !waitStart.IsZero() {
+				res.Waited = time.Since(waitStart)
+			}
 			return res, nil
+		}
+		if waitStart.IsZero() {
+			waitStart = time.Now()
 		}
 		if s.onPoll != nil {
 			s.onPoll()
@@ -125,6 +139,7 @@ func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) 
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			res.Waited = time.Since(waitStart)
 			return res, nil // the client left: it no longer waits for an answer
 		case <-t.C:
 		}

@@ -29,10 +29,13 @@ type counts struct {
 	outcomes map[server.Outcome]int
 	// inProgressRetryAfter lists the RetryAfter of every in-progress Result.
 	inProgressRetryAfter []time.Duration
+	// waited lists, by outcome, the Waited of every Result that reports a wait.
+	waited map[server.Outcome][]time.Duration
 }
 
 func newObserver(s server.Store) *observer {
-	return &observer{store: s, changed: make(chan struct{}), counts: counts{outcomes: map[server.Outcome]int{}}}
+	return &observer{store: s, changed: make(chan struct{}), counts: counts{outcomes: map[server.Outcome]int{},
+		waited: map[server.Outcome][]time.Duration{}}}
 }
 
 // Do implements server.Store.
@@ -47,6 +50,9 @@ func (o *observer) Do(ctx context.Context, req server.Request, run server.RunFun
 			c.outcomes[res.Outcome]++
 			if res.Outcome == server.OutcomeInProgress {
 				c.inProgressRetryAfter = append(c.inProgressRetryAfter, res.RetryAfter)
+			}
+			if res.Waited != 0 {
+				c.waited[res.Outcome] = append(c.waited[res.Outcome], res.Waited)
 			}
 		}
 	})
@@ -71,6 +77,10 @@ func (o *observer) snapshot() counts {
 		c.outcomes[k] = v
 	}
 	c.inProgressRetryAfter = slices.Clone(o.counts.inProgressRetryAfter)
+	c.waited = make(map[server.Outcome][]time.Duration, len(o.counts.waited))
+	for k, v := range o.counts.waited {
+		c.waited[k] = slices.Clone(v)
+	}
 	return c
 }
 

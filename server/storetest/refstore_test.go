@@ -25,6 +25,7 @@ const (
 	neverWaits    flaw = "never-waits"    // ignores Request.Wait: answers in progress at once
 	waitsForever  flaw = "waits-forever"  // waits out Request.Wait even when the client left
 	releasesLost  flaw = "releases-lost"  // releases a claim whose response it could not record
+	hidesWait     flaw = "hides-wait"     // waits, but never says so in Result.Waited
 )
 
 // refStore is a small, obviously correct in-memory Store (unless given a
@@ -65,10 +66,21 @@ func (s *refStore) Do(ctx context.Context, req server.Request, run server.RunFun
 		wait = 0
 	}
 	waitOver := time.After(wait)
+	var waitStart time.Time // the first time the key was found claimed
+	var waited time.Duration
+	report := func(res server.Result) server.Result {
+		if s.flaw != hidesWait {
+			res.Waited = waited
+		}
+		return res
+	}
 	for {
 		res, done, err := s.try(ctx, req, run, wait > 0)
 		if done == nil {
-			return res, err
+			return report(res), err
+		}
+		if waitStart.IsZero() {
+			waitStart = time.Now()
 		}
 		stop := ctx.Done()
 		if s.flaw == waitsForever {
@@ -79,8 +91,10 @@ func (s *refStore) Do(ctx context.Context, req server.Request, run server.RunFun
 		case <-waitOver:
 			wait = 0
 		case <-stop:
-			return server.Result{Outcome: server.OutcomeInProgress, RetryAfter: req.LockTTL}, nil
+			waited = time.Since(waitStart)
+			return report(server.Result{Outcome: server.OutcomeInProgress, RetryAfter: req.LockTTL}), nil
 		}
+		waited = time.Since(waitStart)
 	}
 }
 

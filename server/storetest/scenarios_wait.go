@@ -59,7 +59,28 @@ func testWaitLateAnswer(t *testing.T, f Fixture) {
 	first := recv(t, firstC, "the first request")
 	wantExecuted(t, first, "first request, answered late")
 	wantReplayOf(t, recv(t, dupC, "the waiting duplicate"), first, "duplicate that waited")
+	e.wantWaited(server.OutcomeReplayed)
 	e.wantEffects(1)
+}
+
+// wantWaited checks Result.Waited over the scenario's Do calls so far: one
+// result, of outcome, reports a wait, shorter than waitLimit; no other result
+// reports one. (The duplicate waited for about earlyWindow, but a store may
+// start counting only after its first look, which may be slow on a loaded
+// machine: no lower bound but zero is sure.)
+func (e *env) wantWaited(outcome server.Outcome) {
+	e.t.Helper()
+	c := e.obs.snapshot()
+	for o, ws := range c.waited {
+		if o != outcome {
+			e.t.Errorf("Result.Waited %v reported with outcome %v, want a wait with %v only", ws, o, outcome)
+		}
+	}
+	ws := c.waited[outcome]
+	if len(ws) != 1 || ws[0] <= 0 || ws[0] >= waitLimit {
+		e.t.Errorf("Result.Waited of the %v results: %v, want one wait in (0, %v): the duplicate waited for the first request",
+			outcome, ws, waitLimit)
+	}
 }
 
 // testWaitOriginalFails: the first request fails (its handler answers 5xx, or
@@ -101,6 +122,8 @@ func testWaitOriginalFails(t *testing.T, f Fixture) {
 			dup := recv(t, dupC, "the waiting duplicate")
 			wantExecuted(t, dup, "duplicate that waited for a first request that failed")
 			wantReplayOf(t, e.post(body, withKey("fails-"+c.name)), dup, "retry after the duplicate ran")
+			// The duplicate's execution says it waited, so that it is told from a first request.
+			e.wantWaited(server.OutcomeExecuted)
 			e.wantEffects(1)
 		})
 	}

@@ -18,7 +18,8 @@
 // the owner without holding what the owner needs, replays when the owner
 // records, claims and runs when the owner releases (5xx, panic), stops when
 // its context ends, and answers in progress at once when Wait is zero, with a
-// RetryAfter no longer than the lease.
+// RetryAfter no longer than the lease; and it reports how long it waited
+// (Result.Waited) whatever ended the wait.
 //
 // The scenarios synchronise with channels and the fixture's Advance; only the
 // lock-TTL scenario waits on real time (a few hundred milliseconds), because

@@ -55,6 +55,7 @@ func TestRunCatchesFlawedStores(t *testing.T) {
 		{neverWaits, []string{storetest.ScenarioWaitLateAnswer, storetest.ScenarioWaitOriginalFails}},
 		{waitsForever, []string{storetest.ScenarioWaitClientGone}},
 		{releasesLost, []string{storetest.ScenarioOutcomeUnknown}},
+		{hidesWait, []string{storetest.ScenarioWaitLateAnswer, storetest.ScenarioWaitOriginalFails}},
 	}
 	failLine := regexp.MustCompile(`--- FAIL: TestFlawedStoreHelper/([^/\s]+) `)
 	for _, c := range cases {
