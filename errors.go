@@ -20,7 +20,9 @@ var (
 	// remaining turns (WithMaxAttempts, the cap), or the budget holds the host back
 	// (after a 429 or 503 with Retry-After) until a time past WithMaxElapsed or
 	// the context's deadline, so that no attempt could be made; the message
-	// says which, and the Report's Stop is "budget" or "host-hold".
+	// says which, and the Report's Stop is "budget" or "host-hold" (or
+	// "deadline", and Timeout reports true, when the cap or the deadline came
+	// while the quota was paying for no turn).
 	ErrBudgetExhausted = errors.New("idem: retry budget exhausted")
 	// ErrBodyNotReplayable means a retry was wanted but the request body could
 	// not be sent again (no GetBody and larger than WithBodyBufferLimit, or

@@ -212,8 +212,9 @@ func (o *operation) report(resp *http.Response, err error) Report {
 // the skipped one had come to the same) and waits for the next turn. It
 // returns the decision of the retry paid for, whose wait is over (its Wait
 // is 0), and true; or false and the decision to end the operation with, when
-// the turns run out (WithMaxAttempts, the cap: Stop "budget") or a wait is
-// cut short. The latest response is let go before the first wait, which may
+// the turns run out (WithMaxAttempts: Stop "budget"; the cap or the
+// deadline: Stop "deadline", a time-out; ErrBudgetExhausted either way) or a
+// wait is cut short. The latest response is let go before the first wait, which may
 // be long: an end after it has no response to return.
 //
 // Waiting keeps the operation's schedule and its bounds (the turns skipped
@@ -246,12 +247,27 @@ func (o *operation) awaitQuota(d decision, out outcome, afterTimeout bool) (deci
 		o.skipped++
 		next := decide(o.state(now), out)
 		if next.verdict == verdictStop {
-			return d, decision{stop: stopBudget, cause: ErrBudgetExhausted,
-				detail: "the retry quota paid for none of the last " + strconv.Itoa(o.skipped) + " turns; then " + stopDetail(next)}, false
+			// The turns ran out (Stop "budget"), or the time did: the cap
+			// or the deadline ends the operation, a time-out as on any
+			// other path (Stop "deadline"), the quota still its cause.
+			stop := stopBudget
+			if next.stop == stopDeadline {
+				stop = stopDeadline
+			}
+			return d, decision{stop: stop, cause: ErrBudgetExhausted,
+				detail: "the retry quota was empty for " + turns(o.skipped) + "; then " + stopDetail(next)}, false
 		}
 		d = next
 		o.lastChance = d.lastChance
 	}
+}
+
+// turns returns "1 turn" or "n turns".
+func turns(n int) string {
+	if n == 1 {
+		return "1 turn"
+	}
+	return strconv.Itoa(n) + " turns"
 }
 
 // stopDetail says why d stops an operation, in words.

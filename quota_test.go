@@ -343,3 +343,31 @@ func TestRetryQuotaCreditsOnlyAnswers(t *testing.T) {
 		}
 	})
 }
+
+// TestRetryQuotaSkipUntilTheDeadline: when the time runs out while the empty
+// quota pays for no turn, the error is a time-out, as at any other end by a
+// deadline, and still says the quota: errors.Is ErrBudgetExhausted, Timeout
+// true, Stop "deadline". Backoff 1s (no jitter), a 2s context deadline, the
+// quota a unit short of a retry at 1s: the turn at 1s is skipped, and the
+// next would end at the deadline.
+func TestRetryQuotaSkipUntilTheDeadline(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeRT{steps: []fakeStep{{status: 503}}}
+		var rep Report
+		tr := NewTransport(f, WithBackoff(time.Second, time.Second), WithJitter(NoJitter),
+			WithOnDone(func(_ context.Context, r Report) { rep = r }))
+		q := tr.retryQuota(tr.policy())
+		q.tokens, q.at = 0, time.Now().Add(200*time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_, err := tr.RoundTrip(mustRequest(t, ctx, http.MethodGet, "http://x/", ""))
+		var e *Error
+		if !errors.As(err, &e) || !errors.Is(err, ErrBudgetExhausted) || !e.Timeout() || e.LastStatus != 503 {
+			t.Fatalf("err %v, want an *Error with ErrBudgetExhausted, Timeout true and the last status 503", err)
+		}
+		if len(f.Calls()) != 1 || rep.Stop != "deadline" || rep.Skipped != 1 {
+			t.Errorf("%d attempts, report %+v; want 1 attempt, Stop deadline, 1 turn skipped", len(f.Calls()), rep)
+		}
+	})
+}
