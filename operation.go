@@ -225,7 +225,7 @@ func (o *operation) report(resp *http.Response, err error) Report {
 // back, and the quota (refilled by time, then by their answers) pays for
 // them.
 func (o *operation) awaitQuota(d decision, out outcome, afterTimeout bool) (decision, decision, bool) {
-	discard(o.last.resp, time.Now().Add(min(d.wait, o.deadline.Sub(time.Now()))/2))
+	discard(o.last.resp, time.Now().Add(min(d.wait, time.Until(o.deadline))/2))
 	o.last.resp = nil
 	for {
 		if l := o.cfg.logger; l != nil {
