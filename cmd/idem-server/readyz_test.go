@@ -5,9 +5,10 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/idemkit/idem/internal/tcpproxy"
 )
 
 // Regression: /readyz answered 200 with the store down, though the command's
@@ -32,11 +33,15 @@ func TestBinaryReadyzTellsWhenTheStoreIsDown(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		proxy := startTCPProxy(t, pg.Host)
-		pg.Host = proxy.addr
+		ln, err := net.Listen("tcp", privateAddr(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		proxy := tcpproxy.Start(t, ln, pg.Host)
+		pg.Host = proxy.Addr
 		p := startBinary(t, "-store", "postgres", "-postgres-url", pg.String())
 		waitReady(t, p.url, http.StatusOK, "with PostgreSQL up")
-		proxy.stop()
+		proxy.Close()
 		waitReady(t, p.url, http.StatusServiceUnavailable, "with PostgreSQL cut off")
 	})
 }
@@ -64,71 +69,4 @@ func waitReady(t *testing.T, base string, want int, what string) {
 		time.Sleep(20 * time.Millisecond) // polling the endpoint for a state change
 	}
 	t.Fatalf("/readyz %s: %s, want %d", what, last, want)
-}
-
-// tcpProxy forwards a loopback port of the private range to a server, until
-// stop closes the port and every connection through it (a store cut off).
-type tcpProxy struct {
-	addr string
-	ln   net.Listener
-
-	mu     sync.Mutex
-	conns  []net.Conn
-	closed bool
-}
-
-func startTCPProxy(t *testing.T, target string) *tcpProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", privateAddr(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &tcpProxy{addr: ln.Addr().String(), ln: ln}
-	t.Cleanup(p.stop)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", target)
-			if err != nil {
-				_ = c.Close()
-				continue
-			}
-			if !p.track(c, up) {
-				return
-			}
-			go func() { _, _ = io.Copy(up, c); _ = up.Close() }()
-			go func() { _, _ = io.Copy(c, up); _ = c.Close() }()
-		}
-	}()
-	return p
-}
-
-// track keeps the connections for stop; false once stopped (it closes them).
-func (p *tcpProxy) track(cs ...net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		for _, c := range cs {
-			_ = c.Close()
-		}
-		return false
-	}
-	p.conns = append(p.conns, cs...)
-	return true
-}
-
-func (p *tcpProxy) stop() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return
-	}
-	p.closed = true
-	_ = p.ln.Close()
-	for _, c := range p.conns {
-		_ = c.Close()
-	}
 }
