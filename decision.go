@@ -23,7 +23,7 @@ type state struct {
 	fresh bool
 
 	attempts    int  // attempts made, the one just ended included
-	skipped     int  // attempts skipped (the default retry quota was empty): they count as made
+	skipped     int  // turns skipped (the default retry quota was empty): they count as attempts made
 	polls       int  // of which polls, the one just ended included when it was one
 	maxAttempts int  // WithMaxAttempts
 	replayable  bool // the body can be sent again

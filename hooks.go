@@ -94,8 +94,8 @@ type Report struct {
 	Attempts int
 	// Polls is how many of those attempts polled after a keyed 409.
 	Polls int
-	// Skipped is how many retries the default retry quota skipped: their
-	// turns were waited out and nothing was sent. They count against
+	// Skipped is how many retry turns the default retry quota could not pay
+	// for: they were waited out and nothing was sent. They count against
 	// WithMaxAttempts but are not in Attempts.
 	Skipped int
 	// Status is the status of the response RoundTrip returned, 0 when Err

@@ -33,7 +33,7 @@ type operation struct {
 	late     *lateAttempts // keyed attempts going on past WithAttemptTimeout; nil when none may
 
 	attempts   int
-	skipped    int           // attempts skipped because the default retry quota was empty (skipRetry)
+	skipped    int           // turns skipped because the default retry quota was empty (awaitQuota)
 	polling    bool          // the next attempt is a poll after a keyed 409
 	polls      int           // polls made: not counted against WithMaxAttempts
 	lastChance bool          // the attempt made is the last one that fitted after a 409
@@ -214,8 +214,8 @@ func (o *operation) report(resp *http.Response, err error) Report {
 // is 0), and true; or false and the decision to end the operation with, when
 // the turns run out (WithMaxAttempts: Stop "budget"; the cap or the
 // deadline: Stop "deadline", a time-out; ErrBudgetExhausted either way) or a
-// wait is cut short. The latest response is let go before the first wait, which may
-// be long: an end after it has no response to return.
+// wait is cut short. The latest response is let go before the first wait,
+// which may be long: an end after it has no response to return.
 //
 // Waiting keeps the operation's schedule and its bounds (the turns skipped
 // count against WithMaxAttempts, the cap bounds the waits) while sending

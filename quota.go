@@ -27,9 +27,9 @@ const (
 // ride out a short outage (a full bucket pays for 100 retries, then one a
 // second), and through a long one bounds the retries the Transport sends,
 // however many operations it carries, to one a second once the bucket is
-// empty. An operation whose retry it cannot pay for skips that attempt
-// instead of failing (see operation.skipRetry). The zero value is not ready:
-// use newRetryQuota.
+// empty. An operation whose retry it cannot pay for waits for that retry's
+// turn and pays then, or skips the turn, instead of failing (see
+// operation.awaitQuota). The zero value is not ready: use newRetryQuota.
 type retryQuota struct {
 	mu     sync.Mutex
 	tokens int
