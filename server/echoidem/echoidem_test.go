@@ -2,7 +2,6 @@ package echoidem_test
 
 import (
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,31 +11,11 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/idemkit/idem/internal/adaptertest"
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/echoidem"
 	"github.com/idemkit/idem/server/memstore"
 )
-
-type answer struct {
-	status   int
-	body     string
-	replayed bool
-}
-
-func post(t *testing.T, srv *httptest.Server, path, key string) answer {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(`{}`))
-	if key != "" {
-		req.Header.Set(server.HeaderKey, key)
-	}
-	resp, err := srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return answer{resp.StatusCode, string(b), resp.Header.Get(server.HeaderReplayed) == "true"}
-}
 
 func newEcho(t *testing.T) (*echo.Echo, func() *httptest.Server) {
 	e := echo.New()
@@ -60,12 +39,12 @@ func TestReturnedErrorIsRecordedByStatus(t *testing.T) {
 		return echo.NewHTTPError(http.StatusServiceUnavailable, "db down")
 	}, mw)
 	srv := start()
-	first := post(t, srv, "/taken", "k1")
-	if again := post(t, srv, "/taken", "k1"); first.status != 409 || again != (answer{409, first.body, true}) {
+	first := adaptertest.Post(t, srv, "/taken", "k1")
+	if again := adaptertest.Post(t, srv, "/taken", "k1"); first.Status != 409 || again != (adaptertest.Answer{Status: 409, Body: first.Body, Replayed: true}) {
 		t.Fatalf("/taken: %+v then %+v, want the 409 recorded and replayed", first, again)
 	}
 	for range 2 {
-		if a := post(t, srv, "/down", "k2"); a.status != 503 || a.replayed || !strings.Contains(a.body, "db down") {
+		if a := adaptertest.Post(t, srv, "/down", "k2"); a.Status != 503 || a.Replayed || !strings.Contains(a.Body, "db down") {
 			t.Fatalf("/down: %+v, want the error handler's 503, not replayed", a)
 		}
 	}
@@ -83,7 +62,7 @@ func TestErrorHandlerThatWritesNothingIs500(t *testing.T) {
 	e.POST("/x", func(c echo.Context) error { return errors.New("boom") }, echoidem.Middleware(memstore.New()))
 	srv := start()
 	for range 2 {
-		if a := post(t, srv, "/x", "k1"); a.status != 500 || a.replayed {
+		if a := adaptertest.Post(t, srv, "/x", "k1"); a.Status != 500 || a.Replayed {
 			t.Fatalf("answer %+v, want 500, not replayed", a)
 		}
 	}
@@ -108,9 +87,9 @@ func TestOuterMiddlewareSeesTheAnswer(t *testing.T) {
 	})
 	e.POST("/x", func(c echo.Context) error { runs.Add(1); return c.String(http.StatusCreated, "made") }, echoidem.Middleware(memstore.New()))
 	srv := start()
-	post(t, srv, "/x", "k1")
-	post(t, srv, "/x", "k1")
-	post(t, srv, "/x", "")
+	adaptertest.Post(t, srv, "/x", "k1")
+	adaptertest.Post(t, srv, "/x", "k1")
+	adaptertest.Post(t, srv, "/x", "")
 	want := "Created committed,Created committed,Bad Request committed"
 	if got := strings.Join(seen, ","); got != want {
 		t.Errorf("outer middleware saw %q, want %q", got, want)
@@ -132,8 +111,8 @@ func TestNoContentIsRecorded(t *testing.T) {
 		path   string
 		status int
 	}{{"/nc", 204}, {"/nothing", 200}} {
-		post(t, srv, c.path, "k-"+c.path)
-		if a := post(t, srv, c.path, "k-"+c.path); a != (answer{c.status, "", true}) {
+		adaptertest.Post(t, srv, c.path, "k-"+c.path)
+		if a := adaptertest.Post(t, srv, c.path, "k-"+c.path); a != (adaptertest.Answer{Status: c.status, Body: "", Replayed: true}) {
 			t.Errorf("%s retry: %+v, want %d replayed", c.path, a, c.status)
 		}
 	}

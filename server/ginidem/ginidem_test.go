@@ -2,7 +2,6 @@ package ginidem_test
 
 import (
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,32 +11,11 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/idemkit/idem/internal/adaptertest"
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/ginidem"
 	"github.com/idemkit/idem/server/memstore"
 )
-
-type answer struct {
-	status   int
-	body     string
-	replayed bool
-}
-
-// post sends POST path with key to srv.
-func post(t *testing.T, srv *httptest.Server, path, key string) answer {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(`{}`))
-	if key != "" {
-		req.Header.Set(server.HeaderKey, key)
-	}
-	resp, err := srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return answer{resp.StatusCode, string(b), resp.Header.Get(server.HeaderReplayed) == "true"}
-}
 
 func serve(t *testing.T, r *gin.Engine) *httptest.Server {
 	srv := httptest.NewServer(r)
@@ -55,12 +33,12 @@ func TestInnerErrorMiddlewareIsRecordedByStatus(t *testing.T) {
 	r.POST("/gone", func(c *gin.Context) { runs.Add(1); _ = c.AbortWithError(http.StatusConflict, errors.New("taken")) })
 	srv := serve(t, r)
 	for range 2 {
-		if a := post(t, srv, "/fail", "k1"); a.status != 500 || a.replayed {
+		if a := adaptertest.Post(t, srv, "/fail", "k1"); a.Status != 500 || a.Replayed {
 			t.Fatalf("/fail: %+v, want the error middleware's 500, not replayed", a)
 		}
 	}
-	first := post(t, srv, "/gone", "k2")
-	if again := post(t, srv, "/gone", "k2"); first.status != 409 || again != (answer{409, first.body, true}) {
+	first := adaptertest.Post(t, srv, "/gone", "k2")
+	if again := adaptertest.Post(t, srv, "/gone", "k2"); first.Status != 409 || again != (adaptertest.Answer{Status: 409, Body: first.Body, Replayed: true}) {
 		t.Fatalf("/gone: %+v then %+v, want the 409 recorded and replayed", first, again)
 	}
 	if n := runs.Load(); n != 3 {
@@ -75,10 +53,10 @@ func TestStatusWithoutBodyIsRecorded(t *testing.T) {
 	r := gin.New()
 	r.POST("/accept", ginidem.Middleware(memstore.New()), func(c *gin.Context) { runs.Add(1); c.Status(http.StatusAccepted) })
 	srv := serve(t, r)
-	if a := post(t, srv, "/accept", "k1"); a != (answer{202, "", false}) {
+	if a := adaptertest.Post(t, srv, "/accept", "k1"); a != (adaptertest.Answer{Status: 202, Body: "", Replayed: false}) {
 		t.Fatalf("first %+v, want 202", a)
 	}
-	if a := post(t, srv, "/accept", "k1"); a != (answer{202, "", true}) {
+	if a := adaptertest.Post(t, srv, "/accept", "k1"); a != (adaptertest.Answer{Status: 202, Body: "", Replayed: true}) {
 		t.Fatalf("retry %+v, want 202 replayed", a)
 	}
 	if n := runs.Load(); n != 1 {
@@ -100,9 +78,9 @@ func TestOuterMiddlewareSeesTheAnswer(t *testing.T) {
 	r.Use(ginidem.Middleware(memstore.New()), func(c *gin.Context) { after.Add(1) })
 	r.POST("/x", func(c *gin.Context) { c.String(http.StatusCreated, "made") })
 	srv := serve(t, r)
-	post(t, srv, "/x", "k1")
-	post(t, srv, "/x", "k1")
-	post(t, srv, "/x", "")
+	adaptertest.Post(t, srv, "/x", "k1")
+	adaptertest.Post(t, srv, "/x", "k1")
+	adaptertest.Post(t, srv, "/x", "")
 	want := []string{"Created written=yes", "Created written=yes", "Bad Request written=yes"}
 	if strings.Join(seen, ",") != strings.Join(want, ",") {
 		t.Errorf("outer middleware saw %q, want %q", seen, want)
@@ -120,7 +98,7 @@ func TestHijackIsRefused(t *testing.T) {
 		_, _, hijackErr = c.Writer.Hijack()
 	})
 	srv := serve(t, r)
-	if a := post(t, srv, "/ws", "k1"); a.status != 500 || !strings.Contains(a.body, server.ProblemUnprotectable) {
+	if a := adaptertest.Post(t, srv, "/ws", "k1"); a.Status != 500 || !strings.Contains(a.Body, server.ProblemUnprotectable) {
 		t.Errorf("answer %+v, want 500 unprotectable", a)
 	}
 	if !errors.Is(hijackErr, server.ErrUnprotectable) {
