@@ -287,6 +287,7 @@ func checkGoBlocks(t *testing.T, blocks []goBlock) []string {
 // blockFailure is the message for block b, which fails with msg.
 func blockFailure(b goBlock, msg string) string {
 	msg = strings.ReplaceAll(msg, filepath.Dir(b.abs)+string(filepath.Separator), filepath.Dir(b.file)+string(filepath.Separator))
+	msg = strings.ReplaceAll(msg, "\t./", "\t")
 	return fmt.Sprintf("%s:%d: Go block %d (lines %d-%d) does not compile; fix it, or see the convention in docs/contributing.md#go-code-in-the-docs\n%s",
 		b.file, b.fence, b.n, b.fence+1, b.fence+len(b.lines), strings.TrimRight(msg, "\n"))
 }
