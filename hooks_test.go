@@ -233,19 +233,22 @@ func TestGivingUpWithoutARetryIsLoggedAndReported(t *testing.T) {
 		status   int
 		method   string
 		stream   bool
+		getBody  error // GetBody fails with it, when not nil
 		opts     []Option
 		stop     string
 		giveUp   string // a fragment of the Warn line, "" for none
 		attempts int32
 	}{
-		{"503 to a stream body", 503, http.MethodPut, true, nil,
+		{"503 to a stream body", 503, http.MethodPut, true, nil, nil,
 			"not-retryable", `stop=not-retryable detail="the request body cannot be sent again`, 1},
-		{"503 to a POST without a key", 503, http.MethodPost, false, []Option{WithAutoKeys(false)},
+		{"503, and GetBody fails", 503, http.MethodPut, false, errors.New("spool gone"), nil,
+			"not-retryable", `stop=not-retryable detail="idem: request body cannot be replayed: spool gone"`, 1},
+		{"503 to a POST without a key", 503, http.MethodPost, false, nil, []Option{WithAutoKeys(false)},
 			"not-retryable", `stop=not-retryable detail="a POST without an Idempotency-Key is never repeated"`, 1},
-		{"404", 404, http.MethodPut, true, nil, "final-status", "", 1},
-		{"503 that WithRetryIf refuses", 503, http.MethodPut, false,
+		{"404", 404, http.MethodPut, true, nil, nil, "final-status", "", 1},
+		{"503 that WithRetryIf refuses", 503, http.MethodPut, false, nil,
 			[]Option{WithRetryIf(func(*http.Response, error, bool) bool { return false })}, "final-status", "", 1},
-		{"503 to a replayable body", 503, http.MethodPut, false, []Option{WithMaxAttempts(2)},
+		{"503 to a replayable body", 503, http.MethodPut, false, nil, []Option{WithMaxAttempts(2)},
 			"exhausted", `stop=exhausted detail="all attempts used"`, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -269,6 +272,9 @@ func TestGivingUpWithoutARetryIsLoggedAndReported(t *testing.T) {
 			req, err := http.NewRequest(tc.method, srv.URL, body)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if tc.getBody != nil {
+				req.GetBody = func() (io.ReadCloser, error) { return nil, tc.getBody }
 			}
 			resp, err := tr.RoundTrip(req)
 			if err != nil {

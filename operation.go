@@ -442,24 +442,19 @@ func (o *operation) end(d decision) (*http.Response, error) {
 }
 
 // giveUpDetail says, for the log, why d ends an operation on a response that
-// could have been retried.
+// could have been retried ("" when its Stop says it all).
 func (o *operation) giveUpDetail(d decision) string {
 	switch {
 	case d.detail != "":
 		return d.detail
-	case d.refusal == refuseRequest:
-		method := o.req.Method
-		if method == "" {
-			method = http.MethodGet
-		}
-		return "a " + method + " without an Idempotency-Key is never repeated"
-	case d.cause != nil && errors.Is(d.cause, ErrBodyNotReplayable):
-		if d.cause != ErrBodyNotReplayable {
-			return d.cause.Error() // GetBody failed
-		}
+	case d.refusal == refuseRequest: // a method that is not idempotent: never ""
+		return "a " + o.req.Method + " without an Idempotency-Key is never repeated"
+	case errors.Is(d.cause, ErrBodyNotReplayable) && d.cause != ErrBodyNotReplayable:
+		return d.cause.Error() // GetBody failed
+	case d.cause == ErrBodyNotReplayable:
 		return "the request body cannot be sent again: it has no GetBody, and its length is unknown or over WithBodyBufferLimit"
 	}
-	return d.stop
+	return ""
 }
 
 // contextStop returns the Report.Stop of an operation whose caller's context
