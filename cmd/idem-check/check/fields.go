@@ -172,17 +172,18 @@ func fields(ctx context.Context, r *runner) []Row {
 			rows = append(rows, row.skippedRow("the body with its id filled in is not the same JSON object"))
 			continue
 		}
-		rows = append(rows, changedAlone(ctx, r, row, op, reqOpts{body: withFieldChanged(rendered, g[i])}, fmt.Sprintf("%q", f.name)))
+		rows = append(rows, changedAlone(ctx, r, row, op, reqOpts{body: withFieldChanged(rendered, g[i])}, fmt.Sprintf("field %q", f.name)))
 	}
 	row := Row{ID: "mismatch-query", Title: "the same key and body with the query string changed alone (" + queryVariant + " added)",
 		Expected: fieldExpected, Source: srcFingerprintQuery}
-	return append(rows, changedAlone(ctx, r, row, r.newOperation(), reqOpts{query: queryVariant}, "the query string"))
+	return append(rows, changedAlone(ctx, r, row, r.newOperation(), reqOpts{query: queryVariant}, "query string"))
 }
 
 const fieldExpected = "422, or its own execution (WARN); never the first answer"
 
 // changedAlone sends op's request, then, under the same key, the request
-// with one thing changed (how), and judges the second answer.
+// with one thing changed (change; what names it), and judges the second
+// answer.
 func changedAlone(ctx context.Context, r *runner, row Row, op operation, change reqOpts, what string) Row {
 	first := r.send(ctx, reqOpts{keys: []string{op.key}, op: op.id})
 	if first.failed() {
@@ -205,7 +206,7 @@ func changedAlone(ctx context.Context, r *runner, row Row, op operation, change 
 		row.Got += ": refused, but the draft says 422"
 	default:
 		row.Verdict = Warn
-		row.Got += fmt.Sprintf(": its own execution: %s is told apart, but a used key ran again (the draft says 422)", what)
+		row.Got += fmt.Sprintf(": its own execution: the %s is told apart, but a used key ran again (the draft says 422)", what)
 	}
 	return row
 }
