@@ -63,6 +63,7 @@ func idemServerConfig(base string, ttl, lease time.Duration) check.Config {
 
 // idem's own middleware, in-process over the memory store, passes every row.
 func TestIdemServerInProcessPassesEveryRow(t *testing.T) {
+	t.Parallel()
 	clock := &fakeClock{now: time.Unix(2e9, 0)}
 	const ttl = 10 * time.Minute
 	srv := idemtest.NewServer(
