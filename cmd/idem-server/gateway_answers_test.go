@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/idemkit/idem/internal/gateway"
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/chaos"
 	"github.com/idemkit/idem/server/memstore"
@@ -93,29 +94,6 @@ func TestGatewayUpstreamAnswers(t *testing.T) {
 	}
 }
 
-// The gateway's list of refusals (an upstream that answers one did nothing:
-// released) is the middleware's: for every 4xx a handler answers, the
-// middleware records it exactly when the gateway does not call it a refusal.
-func TestGatewayRefusalsAreTheMiddlewares(t *testing.T) {
-	t.Parallel()
-	for status := 400; status < 500; status++ {
-		h := server.Middleware(memstore.New())(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.WriteHeader(status)
-		}))
-		var replayed bool
-		for range 2 {
-			rec := httptest.NewRecorder()
-			req := httptest.NewRequest("POST", "/", strings.NewReader("{}"))
-			req.Header.Set(server.HeaderKey, "k")
-			h.ServeHTTP(rec, req)
-			replayed = rec.Header().Get(server.HeaderReplayed) == "true"
-		}
-		if replayed == refusals[status] {
-			t.Errorf("%d: the middleware replays it: %v; the gateway calls it a refusal: %v", status, replayed, refusals[status])
-		}
-	}
-}
-
 // An upstream that refuses the connection: 502 upstream-unreachable, with
 // Retry-After, and nothing recorded: once the upstream listens, the retry
 // with the same key is forwarded.
@@ -129,7 +107,7 @@ func TestGatewayUpstreamUnreachable(t *testing.T) {
 	ln.Close() // nothing listens there now
 	gw := startGateway(t, "http://"+addr)
 	first := send(t, "POST", gw+"/orders", "op", "k1", `{}`, nil)
-	if first.Status != http.StatusBadGateway || first.problemType() != problemUpstreamUnreachable || first.Header.Get("Retry-After") != "1" {
+	if first.Status != http.StatusBadGateway || first.problemType() != gateway.ProblemUpstreamUnreachable || first.Header.Get("Retry-After") != "1" {
 		t.Fatalf("first: %d %v %s, want 502 upstream-unreachable with Retry-After", first.Status, first.Header, first.Body)
 	}
 	ln, err = net.Listen("tcp", addr)
@@ -181,7 +159,7 @@ func TestGatewayDedupingUpstreamGetsTheRetry(t *testing.T) {
 	gw := startGateway(t, up.URL, "-upstream-dedupes")
 	for i := range 2 {
 		a := send(t, "POST", gw+"/orders", "op", "k1", `{"n":1}`, nil)
-		if a.Status != http.StatusBadGateway || a.problemType() != problemUpstreamUnanswered || a.replayed() {
+		if a.Status != http.StatusBadGateway || a.problemType() != gateway.ProblemUpstreamUnanswered || a.replayed() {
 			t.Fatalf("attempt %d: %d %s, want 502 upstream-unanswered, not replayed", i, a.Status, a.Body)
 		}
 	}
@@ -221,7 +199,7 @@ func TestGatewayAnswerTooLarge(t *testing.T) {
 		asked    int // times the upstream is asked over two attempts
 	}{
 		{http.StatusCreated, server.ProblemOutcomeUnknown, 1},
-		{http.StatusUnprocessableEntity, problemUpstreamTooLarge, 2},
+		{http.StatusUnprocessableEntity, gateway.ProblemUpstreamTooLarge, 2},
 	} {
 		t.Run(fmt.Sprint(tc.status), func(t *testing.T) {
 			t.Parallel()
@@ -482,18 +460,18 @@ func TestGatewayOwnEndpoints(t *testing.T) {
 	up := newTestUpstream(t, func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("upstream " + r.URL.Path)) })
 	gw := startGateway(t, up.URL)
 	for path, want := range map[string]string{
-		gatewayLivez:  "ok\n",
-		gatewayReadyz: "ready\n",
-		"/metrics":    "upstream /metrics",
-		"/livez":      "upstream /livez",
-		"//x/../y":    "upstream //x/../y",
+		gateway.LivezPath:  "ok\n",
+		gateway.ReadyzPath: "ready\n",
+		"/metrics":         "upstream /metrics",
+		"/livez":           "upstream /livez",
+		"//x/../y":         "upstream //x/../y",
 	} {
 		if a := send(t, "GET", gw+path, "", "", "", nil); a.Status != http.StatusOK || a.Body != want {
 			t.Errorf("GET %s: %d %q, want %q", path, a.Status, a.Body, want)
 		}
 	}
-	if a := send(t, "GET", gw+gatewayMetrics, "", "", "", nil); a.Status != http.StatusOK || !strings.Contains(a.Body, "http_server_request_duration") {
-		t.Errorf("GET %s: %d, want the gateway's metrics", gatewayMetrics, a.Status)
+	if a := send(t, "GET", gw+gateway.MetricsPath, "", "", "", nil); a.Status != http.StatusOK || !strings.Contains(a.Body, "http_server_request_duration") {
+		t.Errorf("GET %s: %d, want the gateway's metrics", gateway.MetricsPath, a.Status)
 	}
 }
 

@@ -3,13 +3,12 @@ package main
 import (
 	"flag"
 	"fmt"
-	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
+	"github.com/idemkit/idem/internal/gateway"
 	"github.com/idemkit/idem/server"
-	"github.com/idemkit/idem/server/chaos"
 )
 
 // gatewayConfig is the gateway mode's part of the command line (-upstream
@@ -40,10 +39,6 @@ const (
 	// before it and to record the answer after it.
 	protectedRequestTime = 30 * time.Second
 )
-
-// defaultProtect is what -protect protects when not given: every POST and
-// PATCH, as the middleware does by default.
-var defaultProtect = []string{"POST /", "PATCH /"}
 
 // fingerprints are the values of -fingerprint.
 var fingerprints = map[string]server.Fingerprint{
@@ -106,10 +101,10 @@ func (g *gatewayConfig) check(fs *flag.FlagSet) error {
 		return err
 	}
 	if len(g.protect) == 0 {
-		g.protect = append(g.protect, defaultProtect...)
+		g.protect = append(g.protect, gateway.DefaultProtect...)
 	}
-	if _, _, err := g.protect.mux(http.NotFoundHandler()); err != nil {
-		return err
+	if err := gateway.CheckPatterns(g.protect); err != nil {
+		return usageErr("-protect %v", err)
 	}
 	return g.validate()
 }
@@ -127,13 +122,13 @@ func isGatewayFlag(name string) bool {
 
 func (g *gatewayConfig) validate() error {
 	switch {
-	case g.scopeHeader != "" && !isToken(g.scopeHeader):
+	case g.scopeHeader != "" && !gateway.IsToken(g.scopeHeader):
 		return usageErr("-scope-header %q: want a header name", g.scopeHeader)
 	case fingerprints[g.fingerprint] == nil:
 		return usageErr("-fingerprint %q: want exact or canonical-json", g.fingerprint)
 	case g.wait < 0:
 		return usageErr("-wait %v: must be 0 or more", g.wait)
-	case !isToken(g.forwardKeyHeader):
+	case !gateway.IsToken(g.forwardKeyHeader):
 		return usageErr("-forward-key-header %q: want a header name", g.forwardKeyHeader)
 	case g.upstreamDedupes && !g.forwardKey:
 		return usageErr("-upstream-dedupes needs -forward-key: an upstream cannot deduplicate by a key it never sees")
@@ -199,53 +194,3 @@ func (p *patternList) Set(v string) error {
 	}
 	return nil
 }
-
-// mux returns a ServeMux with h at every pattern, and the method of each
-// pattern. A pattern without a method, or that ServeMux refuses (it does not
-// parse, or conflicts with another), is a usage error naming -protect.
-func (p patternList) mux(h http.Handler) (mux *http.ServeMux, methods map[string]string, err error) {
-	mux, methods = http.NewServeMux(), make(map[string]string, len(p))
-	for _, s := range p {
-		method, rest, ok := strings.Cut(s, " ")
-		if !ok || !isToken(method) || strings.TrimLeft(rest, " \t") == "" {
-			return nil, nil, usageErr("-protect %q: want METHOD /path, such as \"POST /payments\"", s)
-		}
-		if err := handle(mux, s, h); err != nil {
-			return nil, nil, usageErr("-protect %q: %v", s, err)
-		}
-		methods[s] = method
-	}
-	return mux, methods, nil
-}
-
-// handle is mux.Handle, with its panic (a pattern that does not parse or
-// conflicts) returned as an error.
-func handle(mux *http.ServeMux, pattern string, h http.Handler) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = fmt.Errorf("%v", v)
-		}
-	}()
-	mux.Handle(pattern, h)
-	return nil
-}
-
-// isToken reports whether s is a non-empty RFC 9110 token: a method or a
-// header name.
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := range len(s) {
-		c := s[i]
-		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// chaosHeaders are the request headers -chaos reads: addressed to the gateway,
-// they are not forwarded.
-var chaosHeaders = []string{chaos.HeaderDelay, chaos.HeaderDelayAfterWrite, chaos.HeaderFail, chaos.HeaderRetryAfter,
-	chaos.HeaderCrash, chaos.HeaderDrop}

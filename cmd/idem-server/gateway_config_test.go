@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idemkit/idem/internal/gateway"
 )
 
 // Bad gateway configurations are usage errors (exit 2) whose message names
@@ -76,7 +78,7 @@ func TestGatewayFlagsAccepted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(c.gateway.protect, patternList(defaultProtect)) || c.gateway.upstreamTimeout != defaultUpstreamTimeout {
+	if !slices.Equal(c.gateway.protect, patternList(gateway.DefaultProtect)) || c.gateway.upstreamTimeout != defaultUpstreamTimeout {
 		t.Errorf("defaults: %+v", c.gateway)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/internal/demo"
+	"github.com/idemkit/idem/internal/gateway"
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/chaos"
 )
@@ -75,7 +76,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var h http.Handler
 	metricsPath := "/metrics"
 	if cfg.gateway.enabled() {
-		h, metricsPath = newGateway(cfg.gateway, store, inj, cfg.chaos, mwOpts...), gatewayMetrics
+		h, metricsPath = newGateway(cfg.gateway, store, inj, cfg.chaos, mwOpts...), gateway.MetricsPath
 	} else {
 		h = demo.Handler(store, ledger, inj, mwOpts...)
 	}

@@ -1,4 +1,4 @@
-package main
+package gateway
 
 import (
 	"crypto/sha256"
@@ -11,18 +11,18 @@ import (
 )
 
 // errNoScope is the scope function's error for a request without the
-// -scope-header header (or with several lines of it); the middleware answers
+// scope header (or with several lines of it); the middleware answers
 // 401 and neither the store nor the upstream sees the request.
 var errNoScope = errors.New("no usable scope header")
 
-// gatewayScope returns the gateway's scope function: server.BearerScope (the
+// Scope returns the gateway's scope function: server.BearerScope (the
 // Authorization header; a request without one is refused, 401) by default,
-// or, with -scope-header NAME, the value of that header, hashed so that the
+// or, with a header name, the value of that header, hashed so that the
 // store never holds it: one line, not blank, else 401. Either way the scope is
 // what the caller sends, not what an authentication checked: the gateway
 // forwards the credentials to the upstream, which authenticates the request,
 // but keys are kept apart by the header's value alone (see docs/gateway.md).
-func gatewayScope(header string) func(*http.Request) (string, error) {
+func Scope(header string) func(*http.Request) (string, error) {
 	if header == "" {
 		return server.BearerScope
 	}

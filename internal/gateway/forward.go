@@ -1,4 +1,4 @@
-package main
+package gateway
 
 import (
 	"bytes"
@@ -23,17 +23,17 @@ import (
 // Problem types of the gateway's own answers (docs/problems.md), besides the
 // middleware's.
 const (
-	// problemUpstreamUnreachable: nothing of the request reached the upstream
+	// ProblemUpstreamUnreachable: nothing of the request reached the upstream
 	// (a refused or timed-out connection, a failed TLS handshake): the key
 	// is released, a retry with it is safe.
-	problemUpstreamUnreachable = server.ProblemBase + "upstream-unreachable"
-	// problemUpstreamUnanswered: the upstream's answer was lost, and the key
+	ProblemUpstreamUnreachable = server.ProblemBase + "upstream-unreachable"
+	// ProblemUpstreamUnanswered: the upstream's answer was lost, and the key
 	// is released all the same: its status said it did nothing, or, with
-	// -upstream-dedupes, it deduplicates a retry with the same key.
-	problemUpstreamUnanswered = server.ProblemBase + "upstream-unanswered"
-	// problemUpstreamTooLarge: the upstream's answer is too large to record,
-	// and the key is released (as for problemUpstreamUnanswered).
-	problemUpstreamTooLarge = server.ProblemBase + "upstream-answer-too-large"
+	// Config.UpstreamDedupes, it deduplicates a retry with the same key.
+	ProblemUpstreamUnanswered = server.ProblemBase + "upstream-unanswered"
+	// ProblemUpstreamTooLarge: the upstream's answer is too large to record,
+	// and the key is released (as for ProblemUpstreamUnanswered).
+	ProblemUpstreamTooLarge = server.ProblemBase + "upstream-answer-too-large"
 )
 
 // errMark is BeginEffect's failure: the store could not mark the effect, so
@@ -43,8 +43,8 @@ type errMark struct{ err error }
 func (e *errMark) Error() string { return "the store could not mark the effect: " + e.err.Error() }
 func (e *errMark) Unwrap() error { return e.err }
 
-// errTooLarge: the upstream's answer is longer than -max-response-bytes.
-var errTooLarge = errors.New("the upstream's answer is larger than -max-response-bytes")
+// errTooLarge: the upstream's answer is longer than Config.MaxResponseBytes.
+var errTooLarge = errors.New("the upstream's answer is larger than Config.MaxResponseBytes")
 
 // errSwitched: the upstream switched protocols (101) on a protected request,
 // whose upgrade headers the gateway had removed.
@@ -69,25 +69,23 @@ var errSwitched = errors.New("the upstream switched protocols on a protected req
 //   - when the connection fails or times out after the request was sent, the
 //     upstream may have acted: 502 or 504 outcome-unknown, recorded.
 //
-// With -upstream-dedupes it marks nothing: the middleware's rules apply as
+// With Config.UpstreamDedupes it marks nothing: the middleware's rules apply as
 // to a handler's answer (a 5xx releases the key), since the upstream
 // deduplicates a second forward with the same key.
 //
 // The call to the upstream is detached from the client: a client that goes
 // away mid-forward does not cut it (the answer is recorded, and the retry
-// replays it); -upstream-timeout bounds it.
+// replays it); Config.UpstreamTimeout bounds it.
 type forwarder struct {
-	proxy   *httputil.ReverseProxy
-	cfg     gatewayConfig
-	inj     *chaos.Injector
-	chaosOn bool
+	proxy *httputil.ReverseProxy
+	cfg   Config
 }
 
-func newForwarder(cfg gatewayConfig, inj *chaos.Injector, chaosOn bool) *forwarder {
-	f := &forwarder{cfg: cfg, inj: inj, chaosOn: chaosOn}
+func newForwarder(cfg Config) *forwarder {
+	f := &forwarder{cfg: cfg}
 	f.proxy = &httputil.ReverseProxy{
 		Rewrite:        f.rewrite,
-		Transport:      &effectTransport{next: protectedTransport(), mark: !cfg.upstreamDedupes},
+		Transport:      &effectTransport{next: protectedTransport(), mark: !cfg.UpstreamDedupes},
 		ModifyResponse: f.readAnswer,
 		ErrorHandler:   f.fail,
 	}
@@ -132,35 +130,36 @@ func stateOf(ctx context.Context) *forwardState {
 // would: Chaos-Delay before the forward, Chaos-Delay-After-Write and
 // Chaos-Crash after the upstream's answer, before the middleware records it.
 func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if err := f.inj.BeforeWrite(r); err != nil {
-		writeGatewayProblem(w, problem.Details{Type: chaos.ProblemInjected, Title: "Injected delay interrupted",
+	if err := f.cfg.Chaos.BeforeWrite(r); err != nil {
+		problem.Write(w, problem.Details{Type: chaos.ProblemInjected, Title: "Injected delay interrupted",
 			Status: http.StatusServiceUnavailable, Detail: "the client left during Chaos-Delay; nothing was forwarded"})
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), f.cfg.upstreamTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), f.cfg.UpstreamTimeout)
 	defer cancel()
 	st := &forwardState{}
 	f.proxy.ServeHTTP(w, r.WithContext(context.WithValue(ctx, forwardStateKey{}, st)))
 	if st.sent.Load() {
-		f.inj.AfterWrite(r)
+		f.cfg.Chaos.AfterWrite(r)
 	}
 }
 
 // rewrite builds the outbound request: rewriteOut's URL and forwarding
-// headers; the key, parsed, under -forward-key-header (or none without
-// -forward-key); no upgrade (a switched connection cannot be recorded); and,
-// with -chaos, none of the Chaos-* headers, which are the gateway's.
+// headers; the key, parsed, under Config.ForwardKeyHeader (or none without
+// Config.ForwardKey); no upgrade (a switched connection cannot be recorded);
+// and, with Config.ChaosHeaders, none of the Chaos-* headers, which are the
+// gateway's.
 func (f *forwarder) rewrite(pr *httputil.ProxyRequest) {
-	rewriteOut(pr, f.cfg.upstream)
+	rewriteOut(pr, f.cfg.Upstream)
 	h := pr.Out.Header
 	key, err := server.ParseKey(pr.In.Header.Get(server.HeaderKey))
 	delete(h, server.HeaderKey)
-	if f.cfg.forwardKey && err == nil { // the middleware refused an invalid key already
-		h.Set(f.cfg.forwardKeyHeader, key)
+	if f.cfg.ForwardKey && err == nil { // the middleware refused an invalid key already
+		h.Set(f.cfg.ForwardKeyHeader, key)
 	}
 	h.Del("Upgrade")
 	h.Del("Connection")
-	if f.chaosOn {
+	if f.cfg.ChaosHeaders {
 		for _, name := range chaosHeaders {
 			h.Del(name)
 		}
@@ -171,7 +170,7 @@ func (f *forwarder) rewrite(pr *httputil.ProxyRequest) {
 // withdraws the mark when the request never had a connection.
 type effectTransport struct {
 	next http.RoundTripper
-	mark bool // false with -upstream-dedupes
+	mark bool // false with Config.UpstreamDedupes
 }
 
 func (t *effectTransport) RoundTrip(out *http.Request) (*http.Response, error) {
@@ -202,16 +201,16 @@ func (f *forwarder) readAnswer(resp *http.Response) error {
 	}
 	if declined(resp) {
 		stateOf(ctx).declined.Store(true)
-		if !f.cfg.upstreamDedupes {
+		if !f.cfg.UpstreamDedupes {
 			server.CancelEffect(ctx)
 		}
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, f.cfg.maxResponseBytes+1))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, f.cfg.MaxResponseBytes+1))
 	_ = resp.Body.Close()
 	switch {
 	case err != nil:
 		return fmt.Errorf("reading the upstream's answer: %w", err)
-	case int64(len(body)) > f.cfg.maxResponseBytes:
+	case int64(len(body)) > f.cfg.MaxResponseBytes:
 		return errTooLarge
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(body))
@@ -255,27 +254,27 @@ func (f *forwarder) fail(w http.ResponseWriter, r *http.Request, err error) {
 	st := stateOf(r.Context())
 	// released: nothing to keep, the middleware releases the 5xx: the
 	// upstream said it did nothing, or it deduplicates a retry.
-	released := st.declined.Load() || f.cfg.upstreamDedupes
+	released := st.declined.Load() || f.cfg.UpstreamDedupes
 	var mark *errMark
 	switch {
 	case errors.As(err, &mark):
-		writeGatewayProblem(w, problem.Details{Type: server.ProblemStoreUnavailable, Title: "Idempotency store unavailable",
+		problem.Write(w, problem.Details{Type: server.ProblemStoreUnavailable, Title: "Idempotency store unavailable",
 			Status: http.StatusServiceUnavailable, RetryAfter: storeRetryAfter,
 			Detail: "the request was not forwarded: the store could not mark it; retry with the same Idempotency-Key"})
 	case !st.sent.Load():
-		writeGatewayProblem(w, problem.Details{Type: problemUpstreamUnreachable, Title: "Upstream unreachable",
+		problem.Write(w, problem.Details{Type: ProblemUpstreamUnreachable, Title: "Upstream unreachable",
 			Status: gatewayStatus(err), RetryAfter: storeRetryAfter,
 			Detail: "the upstream could not be reached (" + reason(err) + "); nothing was sent: retry with the same Idempotency-Key"})
 	case released && errors.Is(err, errTooLarge):
-		writeGatewayProblem(w, problem.Details{Type: problemUpstreamTooLarge, Title: "Upstream answer too large",
+		problem.Write(w, problem.Details{Type: ProblemUpstreamTooLarge, Title: "Upstream answer too large",
 			Status: http.StatusBadGateway,
-			Detail: "the upstream's answer is larger than -max-response-bytes, and the key is free: retry with the same Idempotency-Key"})
+			Detail: "the upstream's answer is larger than Config.MaxResponseBytes, and the key is free: retry with the same Idempotency-Key"})
 	case released:
-		writeGatewayProblem(w, problem.Details{Type: problemUpstreamUnanswered, Title: "Upstream answer lost",
+		problem.Write(w, problem.Details{Type: ProblemUpstreamUnanswered, Title: "Upstream answer lost",
 			Status: gatewayStatus(err),
 			Detail: "the upstream's answer was lost (" + reason(err) + "), and the key is free: retry with the same Idempotency-Key"})
 	default:
-		writeGatewayProblem(w, problem.Details{Type: server.ProblemOutcomeUnknown, Title: "Outcome unknown",
+		problem.Write(w, problem.Details{Type: server.ProblemOutcomeUnknown, Title: "Outcome unknown",
 			Status: gatewayStatus(err),
 			Detail: "the request reached the upstream, which may have acted, but its answer was lost (" + reason(err) +
 				"); this key will get this same answer"})
@@ -301,7 +300,7 @@ func reason(err error) string {
 	var uerr *url.Error
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
-		return "-upstream-timeout passed"
+		return "the upstream time-out passed"
 	case errors.Is(err, errTooLarge), errors.Is(err, errSwitched):
 		return err.Error()
 	case errors.As(err, &uerr):
@@ -310,7 +309,7 @@ func reason(err error) string {
 	return err.Error()
 }
 
-// writeGatewayProblem answers p as every idem problem is written.
-func writeGatewayProblem(w http.ResponseWriter, p problem.Details) {
-	problem.Write(w, p)
-}
+// chaosHeaders are the request headers -chaos reads: addressed to the
+// gateway, they are not forwarded.
+var chaosHeaders = []string{chaos.HeaderDelay, chaos.HeaderDelayAfterWrite, chaos.HeaderFail, chaos.HeaderRetryAfter,
+	chaos.HeaderCrash, chaos.HeaderDrop}
