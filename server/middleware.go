@@ -71,7 +71,7 @@ type exchange struct {
 	ev   OutcomeEvent
 	// handler runs the protected handler and reports whether it answered
 	// (see Guard.Serve); ctx, given to the store, is the request's context
-	// with effect, the DeclareEffect flag.
+	// with effect, the DeclareEffect and BeginEffect flag.
 	handler func(w http.ResponseWriter, r *http.Request) bool
 	ctx     effectContext
 	effect  effectFlag
@@ -185,8 +185,9 @@ func (ex *exchange) run(ctx context.Context) (resp *Response, keep bool) {
 		return ex.failed()
 	}
 	resp = ex.cw.record(ex.p.cfg.storedHeaders)
-	// After DeclareEffect every answer is the outcome, a 5xx included.
-	ex.keep = recorded(resp.Status) || ex.effect.done.Load()
+	// After DeclareEffect or BeginEffect every answer is the outcome, a 5xx
+	// included.
+	ex.keep = recorded(resp.Status) || ex.effect.happened()
 	return resp, ex.keep
 }
 
@@ -196,7 +197,7 @@ func (ex *exchange) run(ctx context.Context) (resp *Response, keep bool) {
 // handler declared its effect, the outcome-unknown problem, kept, so that no
 // retry runs the effect again.
 func (ex *exchange) failed() (*Response, bool) {
-	if !ex.effect.done.Load() {
+	if !ex.effect.happened() {
 		return &Response{Status: http.StatusInternalServerError}, false
 	}
 	ex.unknown, ex.keep = true, true
