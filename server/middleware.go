@@ -115,7 +115,7 @@ func (ex *exchange) serve() {
 	if err != nil {
 		if errors.Is(err, errBodyTooLarge) {
 			ex.problem(Problem{Type: ProblemBodyTooLarge, Title: "Request body too large", Status: http.StatusRequestEntityTooLarge,
-				Detail: fmt.Sprintf("the body of a request with an Idempotency-Key is limited to %d bytes", cfg.maxBodyBytes)}, err)
+				Detail: bodyLimitDetail(err, cfg.maxBodyBytes)}, err)
 			return
 		}
 		ex.problem(Problem{Type: ProblemBodyUnreadable, Title: "Request body unreadable", Status: http.StatusBadRequest,
