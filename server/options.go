@@ -176,9 +176,10 @@ func WithFingerprint(f Fingerprint) Option {
 }
 
 // WithStoredHeaders adds response headers to the allow-list of headers that
-// are recorded and replayed (by default Content-Type, Location and ETag). A
-// handler that compresses its own responses should add Content-Encoding.
-// Set-Cookie, Date, Content-Length, hop-by-hop headers and Idempotent-Replayed
+// are recorded and replayed (by default Content-Type, Location and ETag).
+// Content-Encoding, and the Vary that goes with it, need no naming: they are
+// recorded with the body whatever the list, and a replay sends the recorded
+// coding only to a retry that accepts it (docs/CONTRACT.md §3). Set-Cookie, Date, Content-Length, hop-by-hop headers and Idempotent-Replayed
 // can never be stored: naming one panics.
 func WithStoredHeaders(names ...string) Option {
 	add := make([]string, 0, len(names))
