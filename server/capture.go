@@ -192,7 +192,7 @@ func copyHeader(dst, src http.Header) {
 // A record it cannot decode for a request that does not accept its coding
 // (only an older version records one) is answered 406.
 func (ex *exchange) replay(resp *Response) {
-	out, err := forRetry(resp, ex.r.Header[hdrAcceptEncoding], ex.p.cfg.maxResponseBytes)
+	out, err := forRetry(resp, ex.r.Header, ex.p.cfg.maxResponseBytes)
 	if err != nil {
 		ex.problem(Problem{Type: ProblemNotAcceptable, Title: "Recorded response not acceptable",
 			Status: http.StatusNotAcceptable, Detail: fmt.Sprintf("the response recorded for this key is in a "+

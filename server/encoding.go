@@ -104,24 +104,55 @@ func codingName(s string) string {
 // q, a name that is not a token). A coding listed twice gets the lower weight.
 func accepts(ae []string, coding string) bool {
 	q, qIdentity, qAny := -1, -1, -1 // thousandths; -1: not listed
-	for l := (fieldList{lines: ae}); ; {
-		e, ok := l.next()
-		if !ok {
-			break
-		}
-		name, params, hasParams := strings.Cut(e, ";")
-		name = httpfield.TrimOWS(name)
-		w, ok := weight(params, hasParams)
-		if !ok || !isToken(name) {
-			return false
-		}
-		switch {
-		case name == "*":
-			qAny = lower(qAny, w)
-		case strings.EqualFold(name, "identity"):
-			qIdentity = lower(qIdentity, w)
-		case codingName(name) == coding:
-			q = lower(q, w)
+	for _, line := range ae {
+		// One pass over the bytes (it runs on every replay of a coded
+		// record): element = token OWS [";" OWS "q=" qvalue OWS], then "," or
+		// the end; OWS and commas between elements are skipped.
+		for i := 0; ; {
+			for i < len(line) && (line[i] == ',' || isOWS(line[i])) {
+				i++
+			}
+			if i == len(line) {
+				break
+			}
+			j := i
+			for j < len(line) && tchar[line[j]] {
+				j++
+			}
+			name, w := line[i:j], 1000
+			if name == "" {
+				return false
+			}
+			j = skipOWS(line, j)
+			if j < len(line) && line[j] == ';' {
+				j = skipOWS(line, j+1)
+				k := j
+				for k < len(line) && line[k] != ',' && !isOWS(line[k]) {
+					k++
+				}
+				p := line[j:k]
+				if len(p) < 2 || p[0]|0x20 != 'q' || p[1] != '=' {
+					return false
+				}
+				var ok bool
+				if w, ok = qvalue(p[2:]); !ok {
+					return false
+				}
+				j = skipOWS(line, k)
+			}
+			if j < len(line) && line[j] != ',' {
+				return false
+			}
+			i = j
+			switch {
+			case name == "*":
+				qAny = lower(qAny, w)
+			case strings.EqualFold(name, "identity"):
+				qIdentity = lower(qIdentity, w)
+			case len(name) == len(coding) && strings.EqualFold(name, coding),
+				coding == "gzip" && len(name) == len("x-gzip") && strings.EqualFold(name, "x-gzip"):
+				q = lower(q, w)
+			}
 		}
 	}
 	if q < 0 {
@@ -133,26 +164,23 @@ func accepts(ae []string, coding string) bool {
 	return q > 0 && q >= qIdentity
 }
 
+func isOWS(c byte) bool { return c == ' ' || c == '\t' }
+
+// skipOWS returns the index of the first byte of s at or after i that is
+// not optional whitespace.
+func skipOWS(s string, i int) int {
+	for i < len(s) && isOWS(s[i]) {
+		i++
+	}
+	return i
+}
+
 // lower is the lower of two weights, -1 standing for none yet.
 func lower(cur, w int) int {
 	if cur < 0 {
 		return w
 	}
 	return min(cur, w)
-}
-
-// weight parses what follows the ';' of an Accept-Encoding element: nothing
-// but a weight, "q=" qvalue (RFC 9110 section 12.4.2, the q in either case),
-// in thousandths. An element without parameters weighs 1000.
-func weight(params string, has bool) (int, bool) {
-	if !has {
-		return 1000, true
-	}
-	p := httpfield.TrimOWS(params)
-	if len(p) < 2 || (p[0] != 'q' && p[0] != 'Q') || p[1] != '=' {
-		return 0, false
-	}
-	return qvalue(p[2:])
 }
 
 // qvalue parses an RFC 9110 qvalue, "0" to "1" with at most three decimals,
@@ -312,9 +340,9 @@ func checkDecodable(resp *Response, max int64) error {
 }
 
 // forRetry returns the stored response resp as it is replayed to a request
-// with the Accept-Encoding lines ae: resp itself when it has no content
-// coding; resp in its coding, with a Vary that names Accept-Encoding, when ae
-// accepts every coding it is in (see accepts); else a copy decoded to
+// with header req: resp itself when it has no content
+// coding; resp in its coding, with a Vary that names Accept-Encoding, when the
+// request's Accept-Encoding accepts every coding it is in (see accepts); else a copy decoded to
 // identity, with the same status and every header but those that describe
 // the encoded bytes (Content-Encoding, digests), a Vary that names
 // Accept-Encoding, and each strong ETag made weak: a strong ETag names one
@@ -323,19 +351,26 @@ func checkDecodable(resp *Response, max int64) error {
 // computes it from what is sent. A body it cannot decode (a coding other than
 // gzip and deflate, recorded by an older version) is an error wrapping
 // ErrUndecodable.
-func forRetry(resp *Response, ae []string, max int64) (*Response, error) {
+func forRetry(resp *Response, req http.Header, max int64) (*Response, error) {
 	ce := resp.Header[hdrContentEncoding]
 	if len(ce) == 0 {
 		return resp, nil
 	}
+	ae := req[hdrAcceptEncoding]
 	coded, accepted := false, true
-	for l := (fieldList{lines: ce}); accepted; {
-		e, ok := l.next()
-		if !ok {
-			break
-		}
-		if c := codingName(e); c != "identity" {
+	if len(ce) == 1 && strings.IndexByte(ce[0], ',') < 0 { // one coding, as compression middlewares write
+		if c := codingName(httpfield.TrimOWS(ce[0])); c != "identity" {
 			coded, accepted = true, accepts(ae, c)
+		}
+	} else {
+		for l := (fieldList{lines: ce}); accepted; {
+			e, ok := l.next()
+			if !ok {
+				break
+			}
+			if c := codingName(e); c != "identity" {
+				coded, accepted = true, accepts(ae, c)
+			}
 		}
 	}
 	switch {
@@ -382,6 +417,9 @@ func forRetry(resp *Response, ae []string, max int64) (*Response, error) {
 // variesByEncoding reports whether the Vary lines name Accept-Encoding (or
 // are "*", everything).
 func variesByEncoding(vary []string) bool {
+	if slices.Contains(vary, hdrAcceptEncoding) { // what compression middlewares write
+		return true
+	}
 	for l := (fieldList{lines: vary}); ; {
 		e, ok := l.next()
 		if !ok {
