@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/gorilla/mux"
 	"github.com/klauspost/compress/gzhttp"
 
 	"github.com/idemkit/idem/internal/adaptertest"
@@ -46,4 +48,39 @@ func TestCompressionInsideMiddlewareIsReplayedInAnAcceptedEncoding(t *testing.T)
 			adaptertest.CheckCompressedReplays(t, srv, "/doc")
 		})
 	}
+}
+
+// In front of server.Middleware (the order docs/frameworks.md advises), the
+// compression middleware encodes each answer for its own request: chi's own
+// middleware.Compress in front of a chi route, gzhttp on gorilla/mux's root
+// router in front of the subrouter's idempotency middleware.
+func TestCompressionInFrontOfMiddleware(t *testing.T) {
+	t.Run("chi", func(t *testing.T) {
+		r := chi.NewRouter()
+		r.Use(middleware.Compress(5))
+		r.With(server.Middleware(memstore.New())).Post("/doc", document)
+		srv := httptest.NewServer(r)
+		t.Cleanup(srv.Close)
+		adaptertest.CheckCompressedInFront(t, srv, "/doc")
+	})
+	t.Run("gorilla_mux", func(t *testing.T) {
+		r := mux.NewRouter()
+		r.Use(func(h http.Handler) http.Handler { return gzhttp.GzipHandler(h) })
+		sub := r.PathPrefix("/doc").Subrouter()
+		sub.Use(server.Middleware(memstore.New()))
+		sub.Handle("", document).Methods(http.MethodPost)
+		srv := httptest.NewServer(r)
+		t.Cleanup(srv.Close)
+		adaptertest.CheckCompressedInFront(t, srv, "/doc")
+	})
+}
+
+// chi's own middleware.Compress inside server.Middleware: offered gzip and
+// deflate only, it answers in one of them, which replays can undo.
+func TestChiCompressInsideMiddleware(t *testing.T) {
+	r := chi.NewRouter()
+	r.With(server.Middleware(memstore.New()), middleware.Compress(5)).Post("/doc", document)
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
+	adaptertest.CheckCompressedReplays(t, srv, "/doc")
 }

@@ -107,3 +107,32 @@ func gunzip(t *testing.T, b []byte) []byte {
 	}
 	return out
 }
+
+// CheckCompressedInFront is the scenario of a compression middleware (gzip)
+// in front of the adapter at path on srv, whose handler answers 201 with
+// Document: the record is the identity form, and the compression middleware
+// encodes each answer for its own request. A first request and a retry that
+// accept gzip get it in gzip (the retry replayed); a retry without
+// Accept-Encoding gets the Document as it is, replayed.
+func CheckCompressedInFront(t *testing.T, srv *httptest.Server, path string) {
+	t.Helper()
+	key := "k-" + randomHex(6)
+	for i, ae := range [][]string{{"gzip"}, {"gzip"}, nil} {
+		r := Send(t, srv, path, key, []byte(`{"amount":5}`), false, ae)
+		if r.Status != http.StatusCreated || r.replayed() != (i > 0) {
+			t.Fatalf("request %d (Accept-Encoding %q): %v, want 201, replayed %v", i+1, ae, r, i > 0)
+		}
+		body := r.Body
+		if ae != nil {
+			if r.Header.Get("Content-Encoding") != "gzip" {
+				t.Fatalf("request %d (Accept-Encoding %q): %v, want gzip", i+1, ae, r)
+			}
+			body = gunzip(t, body)
+		} else if ce := r.Header.Values("Content-Encoding"); len(ce) != 0 {
+			t.Fatalf("request %d without Accept-Encoding: %v, want no coding", i+1, r)
+		}
+		if !bytes.Equal(body, Document) {
+			t.Errorf("request %d (Accept-Encoding %q): body %.60q..., want the Document", i+1, ae, body)
+		}
+	}
+}

@@ -42,15 +42,5 @@ func TestCompressionInFrontCompressesEachAnswer(t *testing.T) {
 	e, start := newEcho(t)
 	e.Use(middleware.Gzip())
 	e.POST("/doc", document, echoidem.Middleware(memstore.New()))
-	srv := start()
-	first := adaptertest.Send(t, srv, "/doc", "k1", []byte(`{}`), false, []string{"gzip"})
-	zipped := adaptertest.Send(t, srv, "/doc", "k1", []byte(`{}`), false, []string{"gzip"})
-	plain := adaptertest.Send(t, srv, "/doc", "k1", []byte(`{}`), false, nil)
-	if first.Header.Get("Content-Encoding") != "gzip" || zipped.Header.Get("Content-Encoding") != "gzip" ||
-		zipped.Header.Get(server.HeaderReplayed) != "true" || string(zipped.Body) != string(first.Body) {
-		t.Errorf("first %v, retry accepting gzip %v: want both in gzip, the retry replayed", first, zipped)
-	}
-	if plain.Header.Get("Content-Encoding") != "" || string(plain.Body) != string(adaptertest.Document) {
-		t.Errorf("retry without Accept-Encoding: %v, want the Document uncompressed", plain)
-	}
+	adaptertest.CheckCompressedInFront(t, start(), "/doc")
 }

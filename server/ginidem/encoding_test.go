@@ -42,15 +42,5 @@ func TestCompressionInFrontCompressesEachAnswer(t *testing.T) {
 	r := gin.New()
 	r.Use(gzip.Gzip(gzip.DefaultCompression))
 	r.POST("/doc", ginidem.Middleware(memstore.New()), document)
-	srv := serve(t, r)
-	first := adaptertest.Send(t, srv, "/doc", "k1", []byte(`{}`), false, []string{"gzip"})
-	zipped := adaptertest.Send(t, srv, "/doc", "k1", []byte(`{}`), false, []string{"gzip"})
-	plain := adaptertest.Send(t, srv, "/doc", "k1", []byte(`{}`), false, nil)
-	if first.Header.Get("Content-Encoding") != "gzip" || zipped.Header.Get("Content-Encoding") != "gzip" ||
-		zipped.Header.Get(server.HeaderReplayed) != "true" || string(zipped.Body) != string(first.Body) {
-		t.Errorf("first %v, retry accepting gzip %v: want both in gzip, the retry replayed", first, zipped)
-	}
-	if plain.Header.Get("Content-Encoding") != "" || string(plain.Body) != string(adaptertest.Document) {
-		t.Errorf("retry without Accept-Encoding: %v, want the Document uncompressed", plain)
-	}
+	adaptertest.CheckCompressedInFront(t, serve(t, r), "/doc")
 }
