@@ -115,7 +115,7 @@ func (ex *exchange) serve() {
 	if err != nil {
 		if errors.Is(err, errBodyTooLarge) {
 			ex.problem(Problem{Type: ProblemBodyTooLarge, Title: "Request body too large", Status: http.StatusRequestEntityTooLarge,
-				Detail: fmt.Sprintf("the body of a request with an Idempotency-Key is limited to %d bytes", cfg.maxBodyBytes)}, err)
+				Detail: bodyLimitDetail(err, cfg.maxBodyBytes)}, err)
 			return
 		}
 		ex.problem(Problem{Type: ProblemBodyUnreadable, Title: "Request body unreadable", Status: http.StatusBadRequest,
@@ -170,6 +170,7 @@ func (ex *exchange) run(ctx context.Context) (resp *Response, keep bool) {
 	}
 	ex.ran = true
 	r := ex.r.WithContext(ctx) // ctx carries the effect flag
+	offerDecodable(r)
 	defer func() {
 		if v := recover(); v != nil {
 			ex.panicked, ex.ev.Panic = true, v
@@ -188,6 +189,12 @@ func (ex *exchange) run(ctx context.Context) (resp *Response, keep bool) {
 	// After DeclareEffect or BeginEffect every answer is the outcome, a 5xx
 	// included.
 	ex.keep = recorded(resp.Status) || ex.effect.happened()
+	if ex.keep {
+		if ex.cw.undecodable = checkDecodable(resp, ex.p.cfg.maxResponseBytes); ex.cw.undecodable != nil {
+			ex.keep = false
+			return ex.failed()
+		}
+	}
 	return resp, ex.keep
 }
 
@@ -267,9 +274,7 @@ func (ex *exchange) finish(res Result, err error) {
 	case OutcomeExecuted:
 		ex.sendExecuted()
 	case OutcomeReplayed:
-		writeStored(ex.w, res.Response)
-		ex.ev.Status = res.Response.Status
-		ex.emit()
+		ex.replay(res.Response)
 	case OutcomeMismatch:
 		ex.problem(Problem{Type: ProblemMismatch, Title: "Idempotency-Key reused", Status: http.StatusUnprocessableEntity,
 			Detail: "this Idempotency-Key was used for a different request"}, nil)
@@ -349,6 +354,11 @@ func (ex *exchange) sendExecuted() {
 			Status: http.StatusInternalServerError,
 			Detail: fmt.Sprintf("the response exceeded %d bytes and could not be recorded (see WithMaxResponseBytes)",
 				ex.p.cfg.maxResponseBytes)}, ErrResponseTooLarge)
+		return
+	case ex.cw.undecodable != nil:
+		ex.problem(Problem{Type: ProblemUnprotectable, Title: "Response encoding not recordable",
+			Status: http.StatusInternalServerError, Detail: detail(ex.cw.undecodable) +
+				"; a retry that does not accept it could not be answered"}, ex.cw.undecodable)
 		return
 	}
 	ex.cw.send()
