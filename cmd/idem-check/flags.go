@@ -20,6 +20,7 @@ type options struct {
 	json    bool
 	junit   string
 	verbose bool
+	version bool
 }
 
 // errUsage marks a command line that cannot run: exit status 2.
@@ -132,6 +133,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.json, "json", false, "write the report as JSON instead of the table")
 	fs.StringVar(&o.junit, "junit", "", "also write the report as JUnit XML to this file")
 	fs.BoolVar(&o.verbose, "v", false, "show the requests and answers of every row, not only of FAIL and WARN")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: idem-check -url URL [-body @file] [-H 'Name: value']... [flags]\n\n"+
 			"Checks how one operation honours Idempotency-Key and prints a row per expectation.\n"+
@@ -143,6 +145,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if o.version {
+		return &o, nil
 	}
 	fail2 := func(format string, a ...any) (*options, error) {
 		err := fmt.Errorf(format, a...)
