@@ -17,7 +17,7 @@ STATICCHECK_VERSION := v0.8.2
 GOBIN_DIR   := $(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin)
 STATICCHECK ?= $(GOBIN_DIR)/staticcheck
 
-.PHONY: test vet fmt-check tidy-check tidy staticcheck release-check bench demo modules idem-check-thirdparty
+.PHONY: test vet fmt-check tidy-check tidy staticcheck release-check bench demo modules idem-check-thirdparty dist version
 
 modules:
 	@printf '%s\n' $(MODULES)
@@ -81,3 +81,30 @@ demo:
 # (make test checks that the committed table matches a fresh run).
 idem-check-thirdparty:
 	cd cmd/idem-check/thirdparty && $(GO) test -count=1 -run 'TestFiberVerdicts$$' . -update
+
+# Static binaries of idem-server and idem-check for people without Go, for each
+# GOOS/GOARCH of DIST_PLATFORMS, in dist/ (git-ignored): dist/idem-server-linux-amd64,
+# dist/idem-check-darwin-arm64 and so on, with dist/SHA256SUMS. CGO_ENABLED=0 makes
+# them static; -trimpath leaves the machine's paths out, so one tree and one Go
+# version give the same bytes. VERSION is stamped into each command's main.version
+# (what -version prints): make dist VERSION=v0.1.0, or else `git describe --tags
+# --always --dirty`, or else (a tree without git) "devel"; `make version` prints it.
+# .ci/dist-check runs the linux/amd64 binaries.
+DIST_PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+DIST_COMMANDS  := idem-server idem-check
+VERSION         = $(or $(shell git describe --tags --always --dirty 2>/dev/null),devel)
+SHA256SUM      ?= $(if $(shell command -v sha256sum),sha256sum,shasum -a 256)
+
+version:
+	@echo '$(VERSION)'
+
+dist:
+	@set -e; v='$(VERSION)'; \
+	case "$$v" in ""|*[!A-Za-z0-9._+-]*) echo "VERSION=$$v: want letters, digits and . _ + - only" >&2; exit 2;; esac; \
+	rm -rf dist; mkdir dist; \
+	for p in $(DIST_PLATFORMS); do for c in $(DIST_COMMANDS); do \
+		echo "== $$c $$v $$p"; \
+		(cd cmd/$$c && CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build -trimpath \
+			-ldflags "-s -w -X main.version=$$v" -o ../../dist/$$c-$${p%/*}-$${p#*/} .); \
+	done; done; \
+	cd dist && $(SHA256SUM) idem-* > SHA256SUMS && cat SHA256SUMS
