@@ -95,11 +95,14 @@ DIST_COMMANDS  := idem-server idem-check
 VERSION         = $(or $(shell git describe --tags --always --dirty 2>/dev/null),devel)
 SHA256SUM      ?= $(if $(shell command -v sha256sum),sha256sum,shasum -a 256)
 
+version: export IDEM_DIST_VERSION = $(VERSION)
 version:
-	@echo '$(VERSION)'
+	@printf '%s\n' "$$IDEM_DIST_VERSION"
 
+# The version reaches the shell through the environment, whatever quotes it holds.
+dist: export IDEM_DIST_VERSION = $(VERSION)
 dist:
-	@set -e; v='$(VERSION)'; \
+	@set -e; v=$$IDEM_DIST_VERSION; \
 	case "$$v" in ""|*[!A-Za-z0-9._+-]*) echo "VERSION=$$v: want letters, digits and . _ + - only" >&2; exit 2;; esac; \
 	rm -rf dist; mkdir dist; \
 	for p in $(DIST_PLATFORMS); do for c in $(DIST_COMMANDS); do \
