@@ -17,16 +17,35 @@ STATICCHECK_VERSION := v0.8.2
 GOBIN_DIR   := $(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin)
 STATICCHECK ?= $(GOBIN_DIR)/staticcheck
 
-.PHONY: test vet fmt-check tidy-check tidy staticcheck release-check bench demo modules idem-check-thirdparty dist version
+# test-module/MODULE (any module's directory) runs that module's tests alone.
+.PHONY: test test-serial vet fmt-check tidy-check tidy staticcheck release-check bench demo modules idem-check-thirdparty dist version
 
 modules:
 	@printf '%s\n' $(MODULES)
 
+# make test runs the modules' tests at once, TEST_JOBS modules at a time, each one's
+# output printed whole when it ends, with its time (GNU make 4's -j and
+# --output-sync; an older make runs them one by one); a failing module does not stop
+# the others. The modules of TEST_SERIAL run one after another: server/redisstore's
+# tests fail the Redis Cluster and Sentinel set over, which cmd/idem-server's and
+# bench's tests use too. Modules share nothing else: each one's private servers
+# listen on a port range of its own (internal/servicetest), and their PostgreSQL
+# tables and Redis keys have names of their own.
+TEST_JOBS   ?= 4
+TEST_SERIAL := server/redisstore cmd/idem-server bench
+TEST_SYNC   := $(if $(filter output-sync,$(.FEATURES)),-j$(TEST_JOBS) --output-sync=target,-j1)
+
 test:
-	@set -e; for m in $(MODULES); do \
-		echo "== go test $(TESTFLAGS) ./... in $$m"; \
-		(cd $$m && $(GO) test $(TESTFLAGS) ./...); \
-	done
+	@$(MAKE) --no-print-directory --keep-going $(TEST_SYNC) test-serial \
+		$(addprefix test-module/,$(filter-out $(TEST_SERIAL),$(MODULES)))
+
+test-serial:
+	@fail=0; for m in $(TEST_SERIAL); do $(MAKE) --no-print-directory test-module/$$m || fail=1; done; exit $$fail
+
+test-module/%:
+	@echo "== go test $(TESTFLAGS) ./... in $*"; t=$$(date +%s); \
+	if (cd $* && $(GO) test $(TESTFLAGS) ./...); then s=ok; else s=FAIL; fi; \
+	echo "== $$s in $$(($$(date +%s) - t))s: go test in $*"; [ $$s = ok ]
 
 vet:
 	@set -e; for m in $(MODULES); do \
