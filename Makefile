@@ -26,18 +26,29 @@ modules:
 # make test runs the modules' tests at once, TEST_JOBS modules at a time, each one's
 # output printed whole when it ends, with its time (GNU make 4's -j and
 # --output-sync; an older make runs them one by one); a failing module does not stop
-# the others. The modules of TEST_SERIAL run one after another: server/redisstore's
-# tests fail the Redis Cluster and Sentinel set over, which cmd/idem-server's and
-# bench's tests use too. Modules share nothing else: each one's private servers
-# listen on a port range of its own (internal/servicetest), and their PostgreSQL
-# tables and Redis keys have names of their own.
+# the others. server/redisstore's tests fail over the Redis Cluster and Sentinel set
+# they are given (IDEM_REDIS_CLUSTER_ADDRS, IDEM_REDIS_SENTINEL_ADDRS), which
+# cmd/idem-server's and bench's tests use too: those three modules run one after
+# another (TEST_SERIAL), unless IDEM_FAILOVER_REDIS_CLUSTER_ADDRS and
+# IDEM_FAILOVER_REDIS_SENTINEL_ADDRS name another Cluster and Sentinel set (with the
+# same master name), server/redisstore's alone, as .ci/run starts. Modules share
+# nothing else: each one's private servers listen on a port range of its own
+# (internal/servicetest), and their PostgreSQL tables and Redis keys have names of
+# their own. TEST_LONG, the modules whose tests take longest, start first, longest
+# first.
 TEST_JOBS   ?= 4
 TEST_SERIAL := server/redisstore cmd/idem-server bench
+TEST_LONG   := server/redisstore bench . cmd/idem-check e2e cmd/idem-server
 TEST_SYNC   := $(if $(filter output-sync,$(.FEATURES)),-j$(TEST_JOBS) --output-sync=target,-j1)
+ifneq ($(and $(IDEM_FAILOVER_REDIS_CLUSTER_ADDRS),$(IDEM_FAILOVER_REDIS_SENTINEL_ADDRS)),)
+TEST_SERIAL :=
+test-module/server/redisstore: export IDEM_REDIS_CLUSTER_ADDRS = $(IDEM_FAILOVER_REDIS_CLUSTER_ADDRS)
+test-module/server/redisstore: export IDEM_REDIS_SENTINEL_ADDRS = $(IDEM_FAILOVER_REDIS_SENTINEL_ADDRS)
+endif
 
 test:
-	@$(MAKE) --no-print-directory --keep-going $(TEST_SYNC) test-serial \
-		$(addprefix test-module/,$(filter-out $(TEST_SERIAL),$(MODULES)))
+	@$(MAKE) --no-print-directory --keep-going $(TEST_SYNC) test-serial $(addprefix test-module/,$(filter-out \
+		$(TEST_SERIAL),$(foreach m,$(TEST_LONG),$(filter $m,$(MODULES))) $(filter-out $(TEST_LONG),$(MODULES))))
 
 test-serial:
 	@fail=0; for m in $(TEST_SERIAL); do $(MAKE) --no-print-directory test-module/$$m || fail=1; done; exit $$fail
