@@ -22,6 +22,7 @@ type options struct {
 	jsonFile string
 	junit    string
 	verbose  bool
+	version  bool
 }
 
 // errUsage marks a command line that cannot run: exit status 2.
@@ -141,6 +142,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.jsonFile, "json-file", "", "also write the report as JSON to this file (the table still goes to standard output)")
 	fs.StringVar(&o.junit, "junit", "", "also write the report as JUnit XML to this file")
 	fs.BoolVar(&o.verbose, "v", false, "show the requests and answers of every row, not only of FAIL and WARN")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: idem-check -url URL [-body @file] [-H 'Name: value']... [flags]\n\n"+
 			"Checks how one operation honours Idempotency-Key and prints a row per expectation.\n"+
@@ -152,6 +154,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if o.version {
+		return &o, nil
 	}
 	fail2 := func(format string, a ...any) (*options, error) {
 		err := fmt.Errorf(format, a...)

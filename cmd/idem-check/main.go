@@ -31,6 +31,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case err != nil:
 		return 2
 	}
+	if o.version {
+		fmt.Fprintln(stdout, "idem-check", buildVersion())
+		return 0
+	}
 	b, err := check.PlanBound(o.cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "idem-check: %v\n", err)

@@ -53,7 +53,8 @@
 // memory, or in PostgreSQL with -ledger-postgres-url. A flag of another store
 // than -store's (-postgres-url with -store redis, -redis-addr with -store
 // postgres, -max-entries with either) is a usage error. -version prints the
-// module version the binary was built from.
+// version make dist stamped into the binary, or else the module version it was
+// built from.
 //
 // Redis topologies: -redis-addr takes a comma list (more than one address is a
 // Redis Cluster; -redis-cluster forces Cluster with a single seed);
