@@ -32,12 +32,14 @@ const (
 	// (connections kept alive): the baseline.
 	GatewayPlain = "httputil.ReverseProxy"
 	// GatewayPlainFresh: the same proxy on a new connection for each
-	// request, as the gateway sends its protected requests: the part of the
-	// gateway's cost that is the connection's.
+	// request: what a connection costs, which the gateway pays for the
+	// protected requests it cannot keep on a kept-alive connection (a
+	// protected GET, say; docs/gateway.md) and paid for every protected
+	// request before it reused connections.
 	GatewayPlainFresh = "httputil.ReverseProxy, a connection per request"
 	// GatewayMemory and GatewayRedis: idem-server's gateway
 	// (internal/gateway), each request protected with a new key: a claim, the
-	// durable mark, the forward on a new connection, the record.
+	// durable mark, the forward on a kept-alive connection, the record.
 	GatewayMemory = "gateway, memory store"
 	GatewayRedis  = "gateway, Redis store"
 	// GatewayPass: the gateway passing an unprotected request through (a POST

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/idemkit/idem/internal/gateway"
@@ -262,36 +261,53 @@ func TestGatewayClientGoneMidForward(t *testing.T) {
 
 // Regression: net/http's Transport sends a request again on a new
 // connection when a connection it reused fails before the answer, and counts
-// a request with an Idempotency-Key (and no body) as replayable. An upstream
-// that acted and then died on a reused connection would act twice. The
-// upstream here cuts every connection's second request after acting; with
-// a protected request on a connection of its own, the upstream acts once per
-// key and every caller is answered.
+// a request with an Idempotency-Key or X-Idempotency-Key header (and no body,
+// or a body it can rewind) as replayable. An upstream that acted and then died
+// on a reused connection would act twice. The upstream here cuts every
+// connection's second request after acting; the gateway reuses its
+// connections, so the test goes on until a request without a body and one
+// with a body have each come second on a connection: the upstream acted once
+// for every key, and the caller got outcome-unknown for those two. So it goes
+// with the key forwarded under either name, and with an X-Idempotency-Key
+// header of the caller's own forwarded as it is.
 func TestGatewayNeverResendsOnANewConnection(t *testing.T) {
 	t.Parallel()
-	var mu sync.Mutex
-	perConn := map[string]int{}
-	up := newTestUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		perConn[r.RemoteAddr]++
-		n := perConn[r.RemoteAddr]
-		mu.Unlock()
-		if n > 1 { // a reused connection: act, then die
-			hangUp(w, r)
-			return
-		}
-		w.WriteHeader(http.StatusCreated)
-	})
-	gw := startGateway(t, up.URL)
-	for i, body := range []string{"", "", `{"n":1}`, "", `{"n":2}`} {
-		op := fmt.Sprint("op", i)
-		a := send(t, "POST", gw+"/orders", op, fmt.Sprint("k", i), body, nil)
-		if a.Status != http.StatusCreated && a.problemType() != server.ProblemOutcomeUnknown {
-			t.Errorf("request %d: %d %s, want the upstream's answer or outcome-unknown", i, a.Status, a.Body)
-		}
-		if n := up.count(op); n != 1 {
-			t.Errorf("request %d (body %q): the upstream acted %d times, want 1", i, body, n)
-		}
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		header string // a header of the caller's, its value the key
+	}{
+		{"Idempotency-Key", nil, ""},
+		{"X-Idempotency-Key", []string{"-forward-key-header", "X-Idempotency-Key"}, ""},
+		{"the caller's X-Idempotency-Key", []string{"-forward-key-header", "X-Request-Key"}, "X-Idempotency-Key"},
+		{"the caller's, no key forwarded", []string{"-forward-key=false"}, "X-Idempotency-Key"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			up := newPerConnUpstream(t)
+			gw := startGateway(t, up.URL, tc.args...)
+			bodies := []string{"", "", `{"n":1}`, `{"n":2}`} // "" first, "" second, a body first, a body second
+			var emptySecond, bodySecond bool
+			for i := 0; !emptySecond || !bodySecond; i++ {
+				if i == 40 {
+					t.Fatalf("in %d requests, no request came second on a connection with an empty body (%v) or with a body (%v): "+
+						"the gateway does not reuse its connections", i, emptySecond, bodySecond)
+				}
+				op, key, body := fmt.Sprint("op", i), fmt.Sprint("k", i), bodies[i%len(bodies)]
+				h := http.Header{"Authorization": {"Bearer t1"}}
+				if tc.header != "" {
+					h.Set(tc.header, key)
+				}
+				a := send(t, "POST", gw+"/orders", op, key, body, h)
+				up.wantOnce(t, op, body, a)
+				if tc.header != "" && up.last(t).Header.Get(tc.header) != key {
+					t.Errorf("%s: the upstream got %s %q, want the caller's %q", op, tc.header, up.last(t).Header.Get(tc.header), key)
+				}
+				if up.cameSecond(op) {
+					emptySecond, bodySecond = emptySecond || body == "", bodySecond || body != ""
+				}
+			}
+		})
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -16,13 +17,14 @@ import (
 )
 
 // testUpstream is an API the gateway does not own: it counts each request it
-// receives (its effects) by the X-Op header the test sends, keeps what it
-// received, and answers as answer says (201 with a JSON body of a fresh id
-// when answer is nil).
+// receives (its effects) by the X-Op header the test sends, and the
+// connections it accepts, keeps what it received, and answers as answer says
+// (201 with a JSON body of a fresh id when answer is nil).
 type testUpstream struct {
 	*httptest.Server
 	mu       sync.Mutex
 	effects  map[string]int
+	conns    int
 	received []*http.Request // clones, with Body read into bodies
 	bodies   []string
 	answer   func(w http.ResponseWriter, r *http.Request)
@@ -32,9 +34,24 @@ type testUpstream struct {
 func newTestUpstream(t *testing.T, answer func(w http.ResponseWriter, r *http.Request)) *testUpstream {
 	t.Helper()
 	u := &testUpstream{effects: map[string]int{}, answer: answer}
-	u.Server = httptest.NewServer(http.HandlerFunc(u.serve))
+	u.Server = httptest.NewUnstartedServer(http.HandlerFunc(u.serve))
+	u.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+		if state == http.StateNew {
+			u.mu.Lock()
+			u.conns++
+			u.mu.Unlock()
+		}
+	}
+	u.Start()
 	t.Cleanup(u.Close)
 	return u
+}
+
+// accepted returns how many connections the upstream has accepted.
+func (u *testUpstream) accepted() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.conns
 }
 
 func (u *testUpstream) serve(w http.ResponseWriter, r *http.Request) {

@@ -3,7 +3,6 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -59,15 +58,21 @@ var errSwitched = errors.New("the upstream switched protocols on a protected req
 //     calls server.BeginEffect, which makes the store's durable mark: from
 //     then on the answer is recorded whatever its status, and a crash of the
 //     gateway leaves the key outcome-unknown;
-//   - when the transport fails before it had a connection (a refused dial,
-//     DNS, TLS), nothing left: server.CancelEffect, 502 upstream-unreachable,
-//     the key released;
+//   - when the transport fails before a byte of the request left (a refused
+//     dial, DNS, TLS, a connection closed before the first write; see
+//     upstream.go), server.CancelEffect, 502 upstream-unreachable, the key
+//     released;
 //   - when the upstream's status says it did nothing (the refusals the
 //     middleware releases, 503 with Retry-After, 307, 308):
 //     server.CancelEffect, so the middleware judges the answer by its status
 //     and releases the key;
-//   - when the connection fails or times out after the request was sent, the
-//     upstream may have acted: 502 or 504 outcome-unknown, recorded.
+//   - when the connection fails or times out after bytes of the request
+//     left, the upstream may have acted: 502 or 504 outcome-unknown,
+//     recorded.
+//
+// Protected requests reuse kept-alive connections where net/http cannot send
+// them twice, and go on a new connection each otherwise: upstream.go holds
+// the transports and the argument.
 //
 // With Config.UpstreamDedupes it marks nothing: the middleware's rules apply as
 // to a handler's answer (a 5xx releases the key), since the upstream
@@ -81,41 +86,28 @@ type forwarder struct {
 	cfg   Config
 }
 
-func newForwarder(cfg Config) *forwarder {
+// newForwarder returns the forwarder of cfg, whose connections to the
+// upstream dial reaches (nil: net/http's default dialer).
+func newForwarder(cfg Config, dial dialFunc) *forwarder {
 	f := &forwarder{cfg: cfg}
 	f.proxy = &httputil.ReverseProxy{
-		Rewrite:        f.rewrite,
-		Transport:      &effectTransport{next: protectedTransport(), mark: !cfg.UpstreamDedupes},
+		Rewrite: f.rewrite,
+		Transport: &effectTransport{
+			reuse: upstreamTransport(dial, true),
+			fresh: upstreamTransport(dial, false),
+			mark:  !cfg.UpstreamDedupes,
+		},
 		ModifyResponse: f.readAnswer,
 		ErrorHandler:   f.fail,
 	}
 	return f
 }
 
-// protectedTransport is the transport of protected requests: a new HTTP/1.1
-// connection for each. net/http's Transport sends a request again, on a new
-// connection, when a connection it reused fails before an answer arrives and
-// the request counts as replayable (an Idempotency-Key header makes it so,
-// with no body or GetBody): that is how it survives an idle connection the
-// server closed, and also how an upstream that acted and then crashed would
-// act twice. A connection used once is never retried on, and a failure on it
-// after the request was written is always the upstream's: so each protected
-// request is one attempt on one fresh connection, and its outcome is known
-// or said unknown. HTTP/2 is not attempted, for the same reason.
-func protectedTransport() *http.Transport {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.Proxy = nil
-	tr.DisableKeepAlives = true
-	tr.ForceAttemptHTTP2 = false
-	tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
-	return tr
-}
-
 // forwardState is what one protected request's forward learned, shared by
 // the transport, ModifyResponse and the error handler through the request's
 // context.
 type forwardState struct {
-	sent     atomic.Bool // the transport had a connection: bytes may have left
+	sent     atomic.Bool // an answer came, or bytes of the request left (see upstream.go)
 	declined atomic.Bool // the upstream's status says it did nothing
 }
 
@@ -147,8 +139,10 @@ func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // rewrite builds the outbound request: rewriteOut's URL and forwarding
 // headers; the key, parsed, under Config.ForwardKeyHeader (or none without
 // Config.ForwardKey); no upgrade (a switched connection cannot be recorded);
-// and, with Config.ChaosHeaders, none of the Chaos-* headers, which are the
-// gateway's.
+// with Config.ChaosHeaders, none of the Chaos-* headers, which are the
+// gateway's; and what lets it go on a kept-alive connection (upstream.go):
+// an Idempotency-Key or X-Idempotency-Key header (the forwarded key, or the
+// caller's own) under its name in lower case, and a GetBody.
 func (f *forwarder) rewrite(pr *httputil.ProxyRequest) {
 	rewriteOut(pr, f.cfg.Upstream)
 	h := pr.Out.Header
@@ -164,13 +158,17 @@ func (f *forwarder) rewrite(pr *httputil.ProxyRequest) {
 			h.Del(name)
 		}
 	}
+	hideReplayableKeys(h)
+	setGetBody(pr)
 }
 
-// effectTransport marks the effect right before the request leaves, and
-// withdraws the mark when the request never had a connection.
+// effectTransport marks the effect right before the request leaves, sends
+// it on a kept-alive connection when net/http cannot send it twice there
+// (reusable) and on a new one otherwise, and withdraws the mark when not a
+// byte of it left (upstream.go says why each of those holds).
 type effectTransport struct {
-	next http.RoundTripper
-	mark bool // false with Config.UpstreamDedupes
+	reuse, fresh http.RoundTripper
+	mark         bool // false with Config.UpstreamDedupes
 }
 
 func (t *effectTransport) RoundTrip(out *http.Request) (*http.Response, error) {
@@ -181,10 +179,15 @@ func (t *effectTransport) RoundTrip(out *http.Request) (*http.Response, error) {
 			return nil, &errMark{err}
 		}
 	}
-	trace := &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { st.sent.Store(true) }}
-	resp, err := t.next.RoundTrip(out.WithContext(httptrace.WithClientTrace(ctx, trace)))
-	if err != nil && !st.sent.Load() && t.mark {
-		server.CancelEffect(ctx) // no connection, so not a byte of the request left
+	next := t.fresh
+	if reusable(out) {
+		next = t.reuse
+	}
+	var last attempt
+	resp, err := next.RoundTrip(out.WithContext(httptrace.WithClientTrace(ctx, last.trace())))
+	st.sent.Store(err == nil || last.wrote())
+	if !st.sent.Load() && t.mark {
+		server.CancelEffect(ctx)
 	}
 	return resp, err
 }

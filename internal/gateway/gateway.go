@@ -96,6 +96,12 @@ type Gateway struct {
 // a pattern that CheckPatterns refuses, and panics on an impossible
 // middleware option, as server.Middleware does.
 func New(cfg Config, store server.Store) (*Gateway, error) {
+	return newGateway(cfg, store, nil)
+}
+
+// newGateway is New with the dialer of the protected requests' connections
+// to the upstream (nil: net/http's default).
+func newGateway(cfg Config, store server.Store, dial dialFunc) (*Gateway, error) {
 	if cfg.Upstream == nil || cfg.UpstreamTimeout <= 0 {
 		return nil, errors.New("gateway: Config.Upstream and Config.UpstreamTimeout are required")
 	}
@@ -133,7 +139,7 @@ func New(cfg Config, store server.Store) (*Gateway, error) {
 	return &Gateway{
 		patterns:  patterns,
 		methods:   methods,
-		protected: cfg.Chaos.Wrap(server.Middleware(store, opts...)(newForwarder(cfg))),
+		protected: cfg.Chaos.Wrap(server.Middleware(store, opts...)(newForwarder(cfg, dial))),
 		pass:      newPassThrough(cfg.Upstream),
 		store:     store,
 	}, nil
