@@ -33,7 +33,17 @@
 // the first waiter and closed when the claim is recorded or released: it then
 // replays the record, or claims the key and runs the handler itself. It holds
 // no lock while it waits, and stops, answering in progress, when Wait is over
-// or its context is done. A claim nobody waits for costs no channel.
+// or its context is done. It waits only when server.WaitTurn gives it a turn
+// (the process's bound on waiting duplicates, server.LimitWaiting), and
+// answers in progress at once otherwise. A claim nobody waits for costs no
+// channel.
+//
+// The claim itself never waits, so the request's deadline
+// (server.LimitRequestTime) bounds this store's part of a request by itself:
+// a request whose context is already done when Do is called is refused with
+// its context's error (the middleware answers 503), and a waiting duplicate
+// stops at the deadline. Recording and releasing take no time that a stall
+// could stretch.
 //
 // # Crash window
 //

@@ -130,6 +130,11 @@ func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) 
 			return res, nil
 		}
 		if waitStart.IsZero() {
+			done, ok := server.WaitTurn(ctx)
+			if !ok { // as many duplicates wait as the process allows: answer now
+				return res, nil
+			}
+			defer done()
 			waitStart = time.Now()
 		}
 		if s.onPoll != nil {
