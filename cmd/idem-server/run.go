@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/internal/demo"
-	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/chaos"
 )
 
@@ -42,6 +41,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, nil))
+	scope, err := scopeFunc(cfg)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	lim := newLimits(cfg)
 
 	tel, err := newTelemetry(ctx)
 	if err != nil {
@@ -70,8 +74,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			os.Exit(crashExitCode)
 		}),
 	)
-	h := demo.Handler(store, ledger, inj, append([]server.Option{server.WithTTL(cfg.ttl), server.WithLockTTL(cfg.lockTTL)},
-		tel.middlewareOptions(cfg.store)...)...)
+	tel.observeLimits(lim)
+	h := demo.New(demo.Config{Store: store, Ledger: ledger, Faults: inj, Scope: scope,
+		Options: middlewareOptions(cfg, tel, scope, lim)})
 
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
