@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 )
 
@@ -24,12 +25,29 @@ var errBusy = errors.New("idem/server: the buffer for request bodies is full")
 // declares 1 MiB and sends nothing costs 16 KiB, not 1 MiB).
 const preallocLimit = 16 << 10
 
+// chunkSize is the size of the pooled chunks a body longer than
+// preallocLimit (or of unknown length) is read into, before it is copied
+// into one buffer of its exact length once it is whole.
+const chunkSize = 32 << 10
+
+// chunkPool keeps the chunks of bodies read, so that bodies refused or cut
+// short mid-way leave no garbage behind: what the Limits' budget counts is
+// what the process holds.
+var chunkPool = sync.Pool{New: func() any { return new([chunkSize]byte) }}
+
 // readBody reads the whole request body, at most max bytes, taking every
-// byte of buffer it allocates from lim's budget as it grows; held is what it
-// took, which the caller gives back (lim.unreserve) once the body is no
-// longer needed, also when err is not nil. A declared Content-Length over max
-// fails before anything is read; a buffer that cannot grow within the budget
-// fails with errBusy.
+// byte of buffer it holds from lim's budget as it arrives; held is what the
+// body still holds when it returns, which the caller gives back
+// (lim.unreserve) once the body is no longer needed (nothing is held after an
+// error). A declared Content-Length over max fails before anything is read; a
+// body that cannot get its next bytes of buffer within the budget fails with
+// errBusy.
+//
+// A body of a declared length up to preallocLimit is read into one buffer of
+// that length. Any other is read into pooled chunks of chunkSize, each taken
+// from the budget as the previous one fills, and copied, once whole, into one
+// buffer of its length (taken from the budget too; the chunks go back to the
+// pool and their bytes to the budget).
 func readBody(r *http.Request, max int64, lim *Limits) (body []byte, held int64, err error) {
 	if r.ContentLength > max {
 		return nil, 0, errBodyTooLarge
@@ -37,51 +55,83 @@ func readBody(r *http.Request, max int64, lim *Limits) (body []byte, held int64,
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, 0, nil
 	}
-	size := min(max+1, 512)
-	if r.ContentLength >= 0 {
-		size = min(r.ContentLength, preallocLimit) + 1 // +1: room to see EOF without growing
+	lr := &io.LimitedReader{R: r.Body, N: max + 1}
+	if r.ContentLength >= 0 && r.ContentLength <= preallocLimit {
+		size := r.ContentLength + 1 // +1: room to see EOF
+		if !lim.reserve(size) {
+			return nil, 0, errBusy
+		}
+		buf := make([]byte, 0, size)
+		for len(buf) < cap(buf) {
+			n, err := lr.Read(buf[len(buf):cap(buf)])
+			buf = buf[:len(buf)+n]
+			switch {
+			case err == io.EOF:
+				return buf, size, nil
+			case err != nil:
+				lim.unreserve(size)
+				return nil, 0, readError(err)
+			}
+		}
+		// Longer than declared (a request built by hand, not one net/http
+		// read): read on in chunks.
+		body, held, err = readChunks(lr, buf, max, lim)
+		lim.unreserve(size)
+		return body, held, err
 	}
-	if !lim.reserve(size) {
-		return nil, 0, errBusy
-	}
-	held = size
-	buf := make([]byte, 0, size)
-	lr := io.LimitedReader{R: r.Body, N: max + 1}
+	return readChunks(lr, nil, max, lim)
+}
+
+// readChunks reads the rest of a body, after first, into pooled chunks, each
+// taken from lim's budget as the previous one fills, and copies it, once
+// whole, into one buffer of its length, which it also takes from the budget
+// (and returns as held); the chunks go back to the pool, their bytes to the
+// budget.
+func readChunks(lr *io.LimitedReader, first []byte, max int64, lim *Limits) (body []byte, held int64, err error) {
+	var chunks []*[chunkSize]byte
+	defer func() {
+		for _, c := range chunks {
+			chunkPool.Put(c)
+		}
+		lim.unreserve(int64(len(chunks)) * chunkSize)
+	}()
+	var total int64 // in the chunks
 	for {
-		if len(buf) == cap(buf) {
-			grown := min(growth(int64(cap(buf))), max+1)
-			if !lim.reserve(grown - int64(cap(buf))) {
-				return nil, held, errBusy
+		if total == int64(len(chunks))*chunkSize {
+			if !lim.reserve(chunkSize) {
+				return nil, 0, errBusy
 			}
-			held += grown - int64(cap(buf))
-			buf = append(make([]byte, 0, grown), buf...)
+			chunks = append(chunks, chunkPool.Get().(*[chunkSize]byte))
 		}
-		n, err := lr.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if int64(len(buf)) > max {
-			return nil, held, errBodyTooLarge
-		}
-		if err == io.EOF {
-			return buf, held, nil
-		}
-		if err != nil {
-			var tooBig *http.MaxBytesError
-			if errors.As(err, &tooBig) {
-				return nil, held, errBodyTooLarge
+		n, err := lr.Read(chunks[len(chunks)-1][total%chunkSize:])
+		total += int64(n)
+		switch {
+		case int64(len(first))+total > max:
+			return nil, 0, errBodyTooLarge
+		case err == io.EOF:
+			size := int64(len(first)) + total
+			if !lim.reserve(size) {
+				return nil, 0, errBusy
 			}
-			return nil, held, err
+			body := append(make([]byte, 0, size), first...)
+			for _, c := range chunks {
+				body = append(body, c[:min(chunkSize, size-int64(len(body)))]...)
+			}
+			return body, size, nil
+		case err != nil:
+			return nil, 0, readError(err)
 		}
 	}
 }
 
-// growth is the next capacity of a body buffer of capacity c: twice c up to
-// 64 KiB, then a quarter more, so that what the buffer holds (which the
-// Limits' budget counts) stays within a quarter of the bytes received.
-func growth(c int64) int64 {
-	if c < 64<<10 {
-		return 2 * c
+// readError is the error of a failed read of the body: errBodyTooLarge for an
+// outer http.MaxBytesReader's limit, err otherwise.
+func readError(err error) error {
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return errBodyTooLarge
 	}
-	return c + c/4
+	return err
 }
 
 // bodyReader is the fresh request body a protected handler reads: the bytes
@@ -111,8 +161,13 @@ func (ex *exchange) readBody(ctx context.Context) ([]byte, error) {
 	return body, err
 }
 
-// bodyFailed answers a body that could not be read whole.
+// bodyFailed answers a body that could not be read whole. The rest of the
+// body is not read: the connection's read deadline is set to now, so that
+// net/http, which would otherwise read up to 256 KiB of what is left to keep
+// the connection (waiting, for a client that stalled, until its own
+// ReadTimeout), closes it after the answer instead.
 func (ex *exchange) bodyFailed(err error) {
+	_ = http.NewResponseController(ex.w).SetReadDeadline(time.Now())
 	switch {
 	case errors.Is(err, errBodyTooLarge):
 		ex.problem(Problem{Type: ProblemBodyTooLarge, Title: "Request body too large", Status: http.StatusRequestEntityTooLarge,

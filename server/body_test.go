@@ -39,3 +39,21 @@ func TestReadBodyGrowsWithBytesReceived(t *testing.T) {
 		t.Errorf("held %d, Buffered %d, want both the buffer's capacity %d", held, lim.Buffered(), cap(body))
 	}
 }
+
+// TestReadBodyLongerThanDeclared: a request built by hand whose body is
+// longer than its ContentLength (net/http's server never passes one) is
+// still read whole, as before the budget.
+func TestReadBodyLongerThanDeclared(t *testing.T) {
+	t.Parallel()
+	for _, declared := range []int64{0, 3, preallocLimit} {
+		want := strings.Repeat("y", int(declared)+chunkSize+5)
+		r, _ := http.NewRequest(http.MethodPost, "/x", io.NopCloser(strings.NewReader(want)))
+		r.ContentLength = declared
+		lim := NewLimits()
+		body, held, err := readBody(r, DefaultMaxBodyBytes, lim)
+		if err != nil || string(body) != want || held != int64(len(want)) || lim.Buffered() != held {
+			t.Errorf("declared %d: %d bytes, held %d, Buffered %d, %v; want %d bytes, all held",
+				declared, len(body), held, lim.Buffered(), err, len(want))
+		}
+	}
+}

@@ -79,10 +79,10 @@ func TestLimitsBoundBufferedBodiesAcrossMiddlewares(t *testing.T) {
 	}
 	<-a.stalled
 	<-d.stalled
-	held := lim.Buffered()
-	if want := int64(150<<10) + 150<<10/4 + preallocLimit + 1; held < 150<<10+preallocLimit+1 || held > want {
-		t.Errorf("Buffered() = %d while A holds 150 KiB and D 10 bytes of its declared 1 MiB; want %d to %d",
-			held, 150<<10+preallocLimit+1, want)
+	// A holds the chunks of its 150 KiB (5 of 32 KiB), D the one chunk of
+	// its 10 bytes: nothing of its declared 1 MiB.
+	if held, want := lim.Buffered(), int64(6*chunkSize); held != want {
+		t.Errorf("Buffered() = %d while A holds 150 KiB and D 10 bytes of its declared 1 MiB; want %d", held, want)
 	}
 
 	// B does not fit in what is left: 503, the store is not asked.
