@@ -70,8 +70,9 @@ type exchange struct {
 	body bodyReader
 	ev   OutcomeEvent
 	// handler runs the protected handler and reports whether it answered
-	// (see Guard.Serve); ctx, given to the store, is the request's context
-	// with effect, the DeclareEffect flag.
+	// (see Guard.Serve); ctx, given to the store, is the request's context,
+	// ending at the Limits' request time, with effect, the DeclareEffect
+	// flag, and the Limits WaitTurn counts in.
 	handler func(w http.ResponseWriter, r *http.Request) bool
 	ctx     limitsContext
 	effect  effectFlag
