@@ -48,14 +48,14 @@ var chunkPool = sync.Pool{New: func() any { return new([chunkSize]byte) }}
 // from the budget as the previous one fills, and copied, once whole, into one
 // buffer of its length (taken from the budget too; the chunks go back to the
 // pool and their bytes to the budget).
-func readBody(r *http.Request, max int64, lim *Limits) (body []byte, held int64, err error) {
+func readBody(r *http.Request, max int64, lim *Limits, arm func()) (body []byte, held int64, err error) {
 	if r.ContentLength > max {
 		return nil, 0, errBodyTooLarge
 	}
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, 0, nil
 	}
-	lr := &io.LimitedReader{R: r.Body, N: max + 1}
+	lr := &bodySource{lr: io.LimitedReader{R: r.Body, N: max + 1}, declared: r.ContentLength, arm: arm}
 	if r.ContentLength >= 0 && r.ContentLength <= preallocLimit {
 		size := r.ContentLength + 1 // +1: room to see EOF
 		if !lim.reserve(size) {
@@ -87,7 +87,7 @@ func readBody(r *http.Request, max int64, lim *Limits) (body []byte, held int64,
 // whole, into one buffer of its length, which it also takes from the budget
 // (and returns as held); the chunks go back to the pool, their bytes to the
 // budget.
-func readChunks(lr *io.LimitedReader, first []byte, max int64, lim *Limits) (body []byte, held int64, err error) {
+func readChunks(lr *bodySource, first []byte, max int64, lim *Limits) (body []byte, held int64, err error) {
 	var chunks []*[chunkSize]byte
 	defer func() {
 		for _, c := range chunks {
@@ -124,6 +124,29 @@ func readChunks(lr *io.LimitedReader, first []byte, max int64, lim *Limits) (bod
 	}
 }
 
+// bodySource reads a body, at most lr.N bytes, calling arm once before a
+// read that may wait for the client: any read after the first, unless every
+// byte declared has arrived (net/http's body then answers EOF at once). A
+// body that arrives whole in its first read, as most do, costs no watch.
+type bodySource struct {
+	lr       io.LimitedReader
+	declared int64 // the Content-Length; -1 when unknown
+	got      int64
+	reads    int
+	arm      func() // nil: nothing to arm, or armed
+}
+
+func (b *bodySource) Read(p []byte) (int, error) {
+	if b.arm != nil && b.reads > 0 && (b.declared < 0 || b.got < b.declared) {
+		b.arm()
+		b.arm = nil
+	}
+	b.reads++
+	n, err := b.lr.Read(p)
+	b.got += int64(n)
+	return n, err
+}
+
 // readError is the error of a failed read of the body: errBodyTooLarge for an
 // outer http.MaxBytesReader's limit, err otherwise.
 func readError(err error) error {
@@ -147,16 +170,21 @@ func (*bodyReader) Close() error { return nil }
 // request time): when ctx ends first, the connection's read deadline is set
 // to that moment, which ends the read with os.ErrDeadlineExceeded; a read
 // deadline of the server's own (ReadTimeout) that comes earlier still holds,
-// since this never sets a later one. ex.held is the buffer budget the body
+// since this never sets a later one. The watch is armed only once a read may
+// wait for the client (see bodySource). ex.held is the buffer budget the body
 // holds.
 func (ex *exchange) readBody(ctx context.Context) ([]byte, error) {
 	lim := ex.p.cfg.limits
+	var arm func()
+	stop := func() bool { return false }
 	if lim.timeout > 0 {
-		rc := http.NewResponseController(ex.w)
-		stop := context.AfterFunc(ctx, func() { _ = rc.SetReadDeadline(time.Now()) })
-		defer stop()
+		arm = func() {
+			rc := http.NewResponseController(ex.w)
+			stop = context.AfterFunc(ctx, func() { _ = rc.SetReadDeadline(time.Now()) })
+		}
 	}
-	body, held, err := readBody(ex.r, ex.p.cfg.maxBodyBytes, lim)
+	body, held, err := readBody(ex.r, ex.p.cfg.maxBodyBytes, lim, arm)
+	stop()
 	ex.held = held
 	return body, err
 }

@@ -15,7 +15,7 @@ func TestReadBodyGrowsWithBytesReceived(t *testing.T) {
 	r, _ := http.NewRequest(http.MethodPost, "/x", io.NopCloser(strings.NewReader("0123456789")))
 	r.ContentLength = 1 << 20 // declared, never sent
 	lim := NewLimits()
-	body, held, err := readBody(r, DefaultMaxBodyBytes, lim)
+	body, held, err := readBody(r, DefaultMaxBodyBytes, lim, nil)
 	if err != nil || string(body) != "0123456789" {
 		t.Fatalf("readBody = %q, %v", body, err)
 	}
@@ -31,7 +31,7 @@ func TestReadBodyGrowsWithBytesReceived(t *testing.T) {
 	// A body that really is large still arrives whole.
 	big := strings.Repeat("x", 300<<10)
 	r, _ = http.NewRequest(http.MethodPost, "/x", strings.NewReader(big))
-	body, held, err = readBody(r, DefaultMaxBodyBytes, lim)
+	body, held, err = readBody(r, DefaultMaxBodyBytes, lim, nil)
 	if err != nil || string(body) != big {
 		t.Fatalf("readBody of %d bytes = %d bytes, %v", len(big), len(body), err)
 	}
@@ -50,7 +50,7 @@ func TestReadBodyLongerThanDeclared(t *testing.T) {
 		r, _ := http.NewRequest(http.MethodPost, "/x", io.NopCloser(strings.NewReader(want)))
 		r.ContentLength = declared
 		lim := NewLimits()
-		body, held, err := readBody(r, DefaultMaxBodyBytes, lim)
+		body, held, err := readBody(r, DefaultMaxBodyBytes, lim, nil)
 		if err != nil || string(body) != want || held != int64(len(want)) || lim.Buffered() != held {
 			t.Errorf("declared %d: %d bytes, held %d, Buffered %d, %v; want %d bytes, all held",
 				declared, len(body), held, lim.Buffered(), err, len(want))

@@ -274,3 +274,28 @@ func TestLimitsOptionsPanic(t *testing.T) {
 		}
 	}
 }
+
+// TestLimitsWholeBodyCostsNoWatch: a body that arrives whole in its first
+// read arms no read-deadline watch (most do; the watch costs allocations),
+// and one that does not arms it once.
+func TestLimitsWholeBodyCostsNoWatch(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		body  io.Reader
+		cl    int64
+		armed int
+	}{
+		{"declared, whole", strings.NewReader(`{"a":1}`), 7, 0},
+		{"unknown length", strings.NewReader(`{"a":1}`), -1, 1},
+		{"declared, in two reads", io.MultiReader(strings.NewReader(`{"a"`), strings.NewReader(`:1}`)), 7, 1},
+	} {
+		r := request(http.MethodPost, "/x", "")
+		r.Body, r.ContentLength = io.NopCloser(c.body), c.cl
+		armed := 0
+		body, held, err := readBody(r, DefaultMaxBodyBytes, NewLimits(), func() { armed++ })
+		if err != nil || string(body) != `{"a":1}` || held == 0 || armed != c.armed {
+			t.Errorf("%s: %q, held %d, %v, armed %d times; want the body, armed %d", c.name, body, held, err, armed, c.armed)
+		}
+	}
+}
