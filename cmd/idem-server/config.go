@@ -140,13 +140,6 @@ var storeFlags = map[string]string{
 	"max-bytes":               storeMemory,
 }
 
-// demoFlags names the flags that only the demo (the payments API) reads: the
-// gateway mode refuses them as storeFlags' owners refuse another store's.
-var demoFlags = map[string]bool{
-	"ledger-postgres-url": true,
-	"max-payments":        true,
-}
-
 // defaultMaxPayments bounds the demo's in-memory ledger (about 250 bytes a
 // payment: 25 MB).
 const defaultMaxPayments = 100_000
