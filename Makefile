@@ -76,8 +76,9 @@ bench:
 demo:
 	$(GO) run ./examples/payments
 
-# idem-check's verdicts on Go Fiber v2's idempotency middleware: reruns every row
-# against it and rewrites the table and the evidence in cmd/idem-check/README.md
-# (make test checks that the committed table matches a fresh run).
+# idem-check's verdicts on Fiber v2's and v3's idempotency middleware and on the npm
+# package express-idempotency: reruns every row against each and rewrites the tables
+# and the evidence in cmd/idem-check/README.md (make test checks that the committed
+# tables match a fresh run; the express one needs node and npm).
 idem-check-thirdparty:
-	cd cmd/idem-check/thirdparty && $(GO) test -count=1 -run 'TestFiberVerdicts$$' . -update
+	cd cmd/idem-check/thirdparty && $(GO) test -count=1 -run 'TestThirdPartyVerdicts' . -update

@@ -150,11 +150,20 @@ func (b *bodySource) Read(p []byte) (int, error) {
 // readError is the error of a failed read of the body: errBodyTooLarge for an
 // outer http.MaxBytesReader's limit, err otherwise.
 func readError(err error) error {
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		return errBodyTooLarge
+	if tooBig, ok := errors.AsType[*http.MaxBytesError](err); ok { // a limit in front of the middleware
+		return fmt.Errorf("%w: %w", errBodyTooLarge, tooBig)
 	}
 	return err
+}
+
+// bodyLimitDetail is the 413's detail for err, a body past max or cut by a
+// limit in front of the middleware (an *http.MaxBytesError): it names the
+// limit that cut it.
+func bodyLimitDetail(err error, max int64) string {
+	if tooBig, ok := errors.AsType[*http.MaxBytesError](err); ok && tooBig.Limit > 0 {
+		return fmt.Sprintf("the request body is limited to %d bytes", tooBig.Limit)
+	}
+	return fmt.Sprintf("the body of a request with an Idempotency-Key is limited to %d bytes", max)
 }
 
 // bodyReader is the fresh request body a protected handler reads: the bytes
@@ -199,7 +208,7 @@ func (ex *exchange) bodyFailed(err error) {
 	switch {
 	case errors.Is(err, errBodyTooLarge):
 		ex.problem(Problem{Type: ProblemBodyTooLarge, Title: "Request body too large", Status: http.StatusRequestEntityTooLarge,
-			Detail: fmt.Sprintf("the body of a request with an Idempotency-Key is limited to %d bytes", ex.p.cfg.maxBodyBytes)}, err)
+			Detail: bodyLimitDetail(err, ex.p.cfg.maxBodyBytes)}, err)
 	case errors.Is(err, errBusy):
 		ex.problem(Problem{Type: ProblemBusy, Title: "Server busy", Status: http.StatusServiceUnavailable,
 			RetryAfter: busyRetryAfter,

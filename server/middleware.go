@@ -71,8 +71,8 @@ type exchange struct {
 	ev   OutcomeEvent
 	// handler runs the protected handler and reports whether it answered
 	// (see Guard.Serve); ctx, given to the store, is the request's context,
-	// ending at the Limits' request time, with effect, the DeclareEffect
-	// flag, and the Limits WaitTurn counts in.
+	// ending at the Limits' request time, with effect, the DeclareEffect and
+	// BeginEffect flag, and the Limits WaitTurn counts in.
 	handler func(w http.ResponseWriter, r *http.Request) bool
 	ctx     limitsContext
 	effect  effectFlag
@@ -169,6 +169,7 @@ func (ex *exchange) run(ctx context.Context) (resp *Response, keep bool) {
 	}
 	ex.ran = true
 	r := ex.r.WithContext(ctx) // ctx carries the effect flag
+	offerDecodable(r)
 	defer func() {
 		if v := recover(); v != nil {
 			ex.panicked, ex.ev.Panic = true, v
@@ -184,8 +185,15 @@ func (ex *exchange) run(ctx context.Context) (resp *Response, keep bool) {
 		return ex.failed()
 	}
 	resp = ex.cw.record(ex.p.cfg.storedHeaders)
-	// After DeclareEffect every answer is the outcome, a 5xx included.
-	ex.keep = recorded(resp.Status) || ex.effect.done.Load()
+	// After DeclareEffect or BeginEffect every answer is the outcome, a 5xx
+	// included.
+	ex.keep = recorded(resp.Status) || ex.effect.happened()
+	if ex.keep {
+		if ex.cw.undecodable = checkDecodable(resp, ex.p.cfg.maxResponseBytes); ex.cw.undecodable != nil {
+			ex.keep = false
+			return ex.failed()
+		}
+	}
 	return resp, ex.keep
 }
 
@@ -195,7 +203,7 @@ func (ex *exchange) run(ctx context.Context) (resp *Response, keep bool) {
 // handler declared its effect, the outcome-unknown problem, kept, so that no
 // retry runs the effect again.
 func (ex *exchange) failed() (*Response, bool) {
-	if !ex.effect.done.Load() {
+	if !ex.effect.happened() {
 		return &Response{Status: http.StatusInternalServerError}, false
 	}
 	ex.unknown, ex.keep = true, true
@@ -265,9 +273,7 @@ func (ex *exchange) finish(res Result, err error) {
 	case OutcomeExecuted:
 		ex.sendExecuted()
 	case OutcomeReplayed:
-		writeStored(ex.w, res.Response)
-		ex.ev.Status = res.Response.Status
-		ex.emit()
+		ex.replay(res.Response)
 	case OutcomeMismatch:
 		ex.problem(Problem{Type: ProblemMismatch, Title: "Idempotency-Key reused", Status: http.StatusUnprocessableEntity,
 			Detail: "this Idempotency-Key was used for a different request"}, nil)
@@ -347,6 +353,11 @@ func (ex *exchange) sendExecuted() {
 			Status: http.StatusInternalServerError,
 			Detail: fmt.Sprintf("the response exceeded %d bytes and could not be recorded (see WithMaxResponseBytes)",
 				ex.p.cfg.maxResponseBytes)}, ErrResponseTooLarge)
+		return
+	case ex.cw.undecodable != nil:
+		ex.problem(Problem{Type: ProblemUnprotectable, Title: "Response encoding not recordable",
+			Status: http.StatusInternalServerError, Detail: detail(ex.cw.undecodable) +
+				"; a retry that does not accept it could not be answered"}, ex.cw.undecodable)
 		return
 	}
 	ex.cw.send()

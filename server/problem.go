@@ -25,6 +25,7 @@ const (
 	ProblemUnauthenticated  = ProblemBase + "unauthenticated"
 	ProblemBodyUnreadable   = ProblemBase + "body-unreadable"
 	ProblemBusy             = ProblemBase + "server-busy"
+	ProblemNotAcceptable    = ProblemBase + "not-acceptable"
 )
 
 // Problem is an RFC 9457 problem details object.

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/idemkit/idem/internal/demo"
+	"github.com/idemkit/idem/internal/gateway"
 	"github.com/idemkit/idem/server"
 )
 
@@ -37,16 +38,21 @@ var errAnonymous = errors.New("idem-server: no credentials, and -anonymous=false
 //     scheme or several Authorization lines are answered 401. Callers are
 //     authenticated, so each tenant's share of the stores holds.
 //   - without -tokens, scopes are self-declared: each bearer token (any
-//     string) is a scope of its own (server.BearerScope). Nothing stops a
-//     caller from sending a new token with every request, so the stores'
-//     per-scope shares protect nobody: see docs/server.md.
+//     string) is a scope of its own (server.BearerScope), or, in the gateway
+//     mode with -scope-header, each value of that header (gateway.Scope).
+//     Nothing stops a caller from sending a new one with every request, so
+//     the stores' per-scope shares protect nobody: see docs/server.md.
 //
-// A request without an Authorization header is answered 401 with -tokens,
-// unless -anonymous; without -tokens (or with -anonymous) it is in the public
-// scope (demo.PublicScope), one scope for all anonymous callers, bounded as
-// any other scope; -anonymous=false answers it 401 in both modes.
+// A request without an Authorization header is in the public scope
+// (demo.PublicScope), one scope for all anonymous callers, bounded as any
+// other scope, in the demo without -tokens, and wherever -anonymous says so;
+// it is answered 401 with -tokens or in the gateway mode (unless -anonymous),
+// and wherever -anonymous=false says so.
 func scopeFunc(cfg config) (func(*http.Request) (string, error), error) {
 	known := server.BearerScope
+	if cfg.gateway.enabled() {
+		known = gateway.Scope(cfg.gateway.scopeHeader) // -scope-header, or BearerScope
+	}
 	if cfg.tokensFile != "" {
 		ts, err := loadTokens(cfg.tokensFile)
 		if err != nil {

@@ -52,6 +52,8 @@ type config struct {
 	chaosDelayMax   time.Duration
 	shutdownTimeout time.Duration
 	version         bool
+	// gateway: -upstream and its flags (gateway_config.go).
+	gateway gatewayConfig
 }
 
 // Store names accepted by -store.
@@ -107,6 +109,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.chaosDelayMax, "chaos-delay-max", 0, "random delay before each business write, up to this (at most 1m)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful shutdown waits for requests in flight")
 	fs.BoolVar(&c.version, "version", false, "print the version and exit")
+	registerGatewayFlags(fs, &c.gateway)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return config{}, err
@@ -119,8 +122,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if err := c.checkStoreFlags(fs); err != nil {
 		return config{}, err
 	}
-	if c.tokensFile != "" && !isSet(fs, "anonymous") {
-		c.anonymous = false // authenticated callers only, unless asked
+	if err := c.gateway.check(fs); err != nil {
+		return config{}, err
+	}
+	if (c.tokensFile != "" || c.gateway.enabled()) && !isSet(fs, "anonymous") {
+		c.anonymous = false // authenticated (or gateway) callers only, unless asked
 	}
 	return c, c.validate()
 }
@@ -217,6 +223,11 @@ func (c config) validate() error {
 		return usageErr("-request-timeout %v: must be 0 or more", c.requestTimeout)
 	case c.maxPayments < 1:
 		return usageErr("-max-payments %d: must be at least 1", c.maxPayments)
+	case c.tokensFile != "" && c.gateway.scopeHeader != "":
+		return usageErr("-tokens and -scope-header exclude each other: with -tokens the token names the caller")
+	case c.gateway.enabled() && c.requestTimeout > 0 && c.gateway.upstreamTimeout >= c.requestTimeout:
+		return usageErr("-upstream-timeout %v: must be less than -request-timeout %v, which bounds each protected request",
+			c.gateway.upstreamTimeout, c.requestTimeout)
 	case !isRate(c.chaosFailRate):
 		return usageErr("-chaos-fail-rate %v: must be from 0 to 1", c.chaosFailRate)
 	case !isRate(c.chaosDropRate):

@@ -7,7 +7,15 @@
 //	cd cmd/idem-server && go run . -addr 127.0.0.1:8080 -chaos
 //	go run -C cmd/idem-server . -addr 127.0.0.1:8080   # from the repository root
 //
-// Routes (the same as server/idemtest):
+// With -upstream URL it serves no demo: it is an idempotency gateway in front
+// of that API, whatever its language. Requests that match -protect (every
+// POST and PATCH by default) go through the middleware and its store to the
+// upstream, which is asked at most once per key; the rest pass through
+// untouched; its own endpoints are /_idem/livez, /_idem/readyz and
+// /_idem/metrics. docs/gateway.md in the repository says how to run it, and
+// docs/CONTRACT.md what each upstream answer means for the key.
+//
+// Routes of the demo (the same as server/idemtest):
 //
 //	POST /payments              {"customer","amount","currency"}, needs an Idempotency-Key;
 //	                            records are scoped by the caller (see Callers below)

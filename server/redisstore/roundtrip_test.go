@@ -24,7 +24,7 @@ func (c *commandCounter) DialHook(next redis.DialHook) redis.DialHook { return n
 // scriptNames names the store's scripts by their SHA-1.
 var scriptNames = map[string]string{claimScript.Hash(): "claim", finishScript.Hash(): "finish",
 	renewScript.Hash(): "renew", releaseScript.Hash(): "release", chargeScript.Hash(): "charge",
-	usageScript.Hash(): "usage"}
+	usageScript.Hash(): "usage", markScript.Hash(): "mark"}
 
 // note counts cmd's script, if it is one; c.mu is held.
 func (c *commandCounter) note(cmd redis.Cmder) {

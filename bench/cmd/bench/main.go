@@ -22,7 +22,7 @@ import (
 func main() {
 	quick := flag.Bool("quick", false, "CI-sized smoke run (about 90 s)")
 	out := flag.String("out", "results", "directory for RESULTS.md and the charts")
-	sections := flag.String("sections", "", "comma-separated sections to run, 1 to 7 (default all)")
+	sections := flag.String("sections", "", "comma-separated sections to run, 1 to 8 (default all)")
 	flag.Parse()
 
 	var only []int
