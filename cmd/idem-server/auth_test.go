@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,6 +13,8 @@ import (
 
 	"github.com/idemkit/idem/internal/demo"
 	"github.com/idemkit/idem/server"
+	"github.com/idemkit/idem/server/chaos"
+	"github.com/idemkit/idem/server/memstore"
 )
 
 const (
@@ -116,5 +120,50 @@ func TestScopeFunc(t *testing.T) {
 
 	if _, err := scopeFunc(config{tokensFile: filepath.Join(t.TempDir(), "missing")}); err == nil || !strings.Contains(err.Error(), "-tokens") {
 		t.Errorf("a missing -tokens file: %v, want an error naming -tokens", err)
+	}
+}
+
+// TestGatewayTokens: the gateway mode scopes by the same function as the demo:
+// with -tokens, an unknown token (or none) is answered 401 before the store or
+// the upstream sees it, a known one is forwarded once and replayed under its
+// tenant's scope, and two tokens of one tenant share its keys.
+func TestGatewayTokens(t *testing.T) {
+	t.Parallel()
+	up := newTestUpstream(t, nil)
+	c, err := parseFlags([]string{"-upstream", up.URL, "-tokens", writeTokens(t, "acme "+tokenAcme+"\nacme "+tokenAcme2+"\n")}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scope, err := scopeFunc(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tel, err := newTelemetry(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(newGateway(c.gateway, memstore.New(), chaos.New(chaos.WithHeaders(false)), false, scope,
+		middlewareOptions(c, tel, scope, newLimits(c))...))
+	defer srv.Close()
+	bearer := func(tok string) http.Header { return http.Header{"Authorization": {"Bearer " + tok}} }
+	for _, h := range []http.Header{bearer("unknown-token-0123456789"), {}} {
+		if a := send(t, "POST", srv.URL+"/orders", "op-x", "k1", `{}`, h); a.Status != http.StatusUnauthorized {
+			t.Errorf("Authorization %q: %d %s, want 401", h.Get("Authorization"), a.Status, a.Body)
+		}
+	}
+	if up.count("op-x") != 0 {
+		t.Errorf("the upstream saw %d refused requests, want none", up.count("op-x"))
+	}
+	first := send(t, "POST", srv.URL+"/orders", "op-a", "k1", `{}`, bearer(tokenAcme))
+	again := send(t, "POST", srv.URL+"/orders", "op-a", "k1", `{}`, bearer(tokenAcme2))
+	if first.Status != http.StatusCreated || !again.replayed() || up.count("op-a") != 1 {
+		t.Errorf("a tenant's request and its retry with its other token: %d, replayed=%v, upstream %d times; want 201, a replay, once",
+			first.Status, again.replayed(), up.count("op-a"))
+	}
+	if _, err := parseFlags([]string{"-upstream", up.URL, "-tokens", "f", "-scope-header", "X-Tenant"}, io.Discard); err == nil {
+		t.Error("-tokens with -scope-header accepted")
+	}
+	if _, err := parseFlags([]string{"-upstream", up.URL, "-request-timeout", "10s", "-upstream-timeout", "10s"}, io.Discard); err == nil {
+		t.Error("an -upstream-timeout that does not fit in -request-timeout accepted")
 	}
 }
