@@ -76,7 +76,10 @@ func Server(opts ...Option) server.Option {
 
 // OnOutcome returns a server.WithOnOutcome hook that records each protected
 // request in these metrics, with the attributes http.route, idem.store (see
-// WithStoreName) and http.request.method; never the key or the scope:
+// WithStoreName) and http.request.method. None comes from what a caller
+// sends: the route is the pattern that matched (WithRoute), the method the
+// conventions' name or "_OTHER", and never the key, the scope, the Host or
+// the path:
 //
 //	idem.server.requests          counter, {request}: every protected request, by
 //	                              idem.outcome (the Server* values) and

@@ -14,10 +14,15 @@ func TestReadBodyGrowsWithBytesReceived(t *testing.T) {
 	t.Parallel()
 	r, _ := http.NewRequest(http.MethodPost, "/x", io.NopCloser(strings.NewReader("0123456789")))
 	r.ContentLength = 1 << 20 // declared, never sent
-	body, err := readBody(r, DefaultMaxBodyBytes)
+	lim := NewLimits()
+	body, held, err := readBody(r, DefaultMaxBodyBytes, lim, nil)
 	if err != nil || string(body) != "0123456789" {
 		t.Fatalf("readBody = %q, %v", body, err)
 	}
+	if held != int64(cap(body)) || lim.Buffered() != held {
+		t.Errorf("held %d, Buffered %d, want both the buffer's capacity %d", held, lim.Buffered(), cap(body))
+	}
+	lim.unreserve(held)
 	const most = 64 << 10 // far below the 1 MiB declared
 	if c := cap(body); c > most {
 		t.Errorf("buffer capacity %d for 10 bytes received, want at most %d", c, most)
@@ -26,8 +31,30 @@ func TestReadBodyGrowsWithBytesReceived(t *testing.T) {
 	// A body that really is large still arrives whole.
 	big := strings.Repeat("x", 300<<10)
 	r, _ = http.NewRequest(http.MethodPost, "/x", strings.NewReader(big))
-	if body, err := readBody(r, DefaultMaxBodyBytes); err != nil || string(body) != big {
+	body, held, err = readBody(r, DefaultMaxBodyBytes, lim, nil)
+	if err != nil || string(body) != big {
 		t.Fatalf("readBody of %d bytes = %d bytes, %v", len(big), len(body), err)
+	}
+	if held != int64(cap(body)) || lim.Buffered() != held {
+		t.Errorf("held %d, Buffered %d, want both the buffer's capacity %d", held, lim.Buffered(), cap(body))
+	}
+}
+
+// TestReadBodyLongerThanDeclared: a request built by hand whose body is
+// longer than its ContentLength (net/http's server never passes one) is
+// still read whole, as before the budget.
+func TestReadBodyLongerThanDeclared(t *testing.T) {
+	t.Parallel()
+	for _, declared := range []int64{0, 3, preallocLimit} {
+		want := strings.Repeat("y", int(declared)+chunkSize+5)
+		r, _ := http.NewRequest(http.MethodPost, "/x", io.NopCloser(strings.NewReader(want)))
+		r.ContentLength = declared
+		lim := NewLimits()
+		body, held, err := readBody(r, DefaultMaxBodyBytes, lim, nil)
+		if err != nil || string(body) != want || held != int64(len(want)) || lim.Buffered() != held {
+			t.Errorf("declared %d: %d bytes, held %d, Buffered %d, %v; want %d bytes, all held",
+				declared, len(body), held, lim.Buffered(), err, len(want))
+		}
 	}
 }
 

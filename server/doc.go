@@ -27,12 +27,16 @@
 //     BearerScope), the fingerprint (ExactBody, CanonicalJSON), the limits
 //     (key length, body and response bytes), TTL and lock TTL, the stored
 //     headers, the in-progress wait and an outcome hook (WithOnOutcome).
+//   - Limits (NewLimits, WithLimits) bounds what all the protected requests
+//     of a process hold at once: bytes of bodies buffered, waiting duplicates,
+//     each request's time; Middlewares without one share a default.
 //   - DeclareEffect, called by a handler once an effect that cannot roll back
 //     has happened (a payment provider's charge, an email): from then on its
 //     answer, a 5xx included, is recorded, and no retry runs it again.
 //   - Store (with Request, RunFunc, Response, Result and Outcome) is the
 //     interface a store implements; server/storetest is its contract suite.
-//     Pinger is the optional readiness check.
+//     Pinger is the optional readiness check; WaitTurn is how a store takes
+//     its turn before a duplicate waits.
 //   - ParseKey and LogKey read and log an Idempotency-Key as the middleware
 //     does.
 //

@@ -70,11 +70,13 @@ type exchange struct {
 	body bodyReader
 	ev   OutcomeEvent
 	// handler runs the protected handler and reports whether it answered
-	// (see Guard.Serve); ctx, given to the store, is the request's context
-	// with effect, the DeclareEffect and BeginEffect flag.
+	// (see Guard.Serve); ctx, given to the store, is the request's context,
+	// ending at the Limits' request time, with effect, the DeclareEffect and
+	// BeginEffect flag, and the Limits WaitTurn counts in.
 	handler func(w http.ResponseWriter, r *http.Request) bool
-	ctx     effectContext
+	ctx     limitsContext
 	effect  effectFlag
+	held    int64 // bytes of the Limits' buffer budget the body holds
 
 	start    time.Time // when the store was asked
 	ran      bool      // run was called
@@ -111,15 +113,12 @@ func (ex *exchange) serve() {
 		}
 	}
 
-	body, err := readBody(r, cfg.maxBodyBytes)
+	ctx, cancel := ex.deadline()
+	defer cancel()
+	body, err := ex.readBody(ctx)
+	defer cfg.limits.unreserve(ex.held) // once the answer is sent, the body is no longer needed
 	if err != nil {
-		if errors.Is(err, errBodyTooLarge) {
-			ex.problem(Problem{Type: ProblemBodyTooLarge, Title: "Request body too large", Status: http.StatusRequestEntityTooLarge,
-				Detail: bodyLimitDetail(err, cfg.maxBodyBytes)}, err)
-			return
-		}
-		ex.problem(Problem{Type: ProblemBodyUnreadable, Title: "Request body unreadable", Status: http.StatusBadRequest,
-			Detail: "the request body could not be read"}, err)
+		ex.bodyFailed(err)
 		return
 	}
 
@@ -129,7 +128,7 @@ func (ex *exchange) serve() {
 	r.Body = &ex.body
 	r.ContentLength = int64(len(body))
 	ex.cw = captureWriter{rw: ex.w, max: cfg.maxResponseBytes}
-	ex.ctx = effectContext{Context: r.Context(), flag: &ex.effect}
+	ex.ctx = limitsContext{effectContext: effectContext{Context: ctx, flag: &ex.effect}, limits: cfg.limits}
 
 	ex.start = cfg.now()
 	res, err := ex.p.store.Do(&ex.ctx, req, ex.run)

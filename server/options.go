@@ -41,6 +41,7 @@ type config struct {
 	storedHeaders    headerSet
 	inProgressWait   time.Duration
 	onOutcome        func(OutcomeEvent)
+	limits           *Limits // shared with other Middlewares; defaultLimits unless WithLimits
 	// now is the clock that times the handler's runs and a duplicate's wait,
 	// for the 409's Retry-After; tests replace it.
 	now func() time.Time
@@ -59,6 +60,7 @@ func newConfig(caller string, opts []Option) *config {
 		fingerprint:      ExactBody,
 		storedHeaders:    headerSet{"Content-Type", "Location", "Etag"},
 		inProgressWait:   DefaultInProgressWait,
+		limits:           defaultLimits,
 		now:              time.Now,
 	}
 	for _, o := range opts {

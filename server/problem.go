@@ -24,6 +24,7 @@ const (
 	ProblemUnprotectable    = ProblemBase + "unprotectable"
 	ProblemUnauthenticated  = ProblemBase + "unauthenticated"
 	ProblemBodyUnreadable   = ProblemBase + "body-unreadable"
+	ProblemBusy             = ProblemBase + "server-busy"
 	ProblemNotAcceptable    = ProblemBase + "not-acceptable"
 )
 

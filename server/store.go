@@ -58,6 +58,11 @@ import (
 // the request (context.WithoutCancel), so a client that disconnects still releases or
 // records the claim.
 //
+// ctx carries the request's deadline (LimitRequestTime): a store's calls before run
+// honour it, so that a stalled store answers within it (an error, answered 503);
+// its calls after run, which must not be cancelled with the request, are bounded by
+// a time-out of the store's own, which the store documents.
+//
 // Do returns a non-nil error only when the store itself failed (unreachable, timed
 // out, lost its lease, could not commit). If the error happened before run was
 // called, run must not have been called; the middleware answers 503 and the handler
@@ -98,7 +103,9 @@ type Request struct {
 	// holds nothing the owner needs (no lock or connection the owner waits for), stops
 	// when ctx is done, and, when the owner finishes, replays its record; when the owner
 	// releases the claim instead (5xx, panic, crash), the waiter claims the key and
-	// calls run itself, exactly as if it had arrived first.
+	// calls run itself, exactly as if it had arrived first. Before it waits, a store
+	// takes a turn with WaitTurn (the process's bound on waiting duplicates) and,
+	// without one, answers OutcomeInProgress at once.
 	Wait time.Duration
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/chaos"
 	"github.com/idemkit/idem/server/memstore"
+	"github.com/idemkit/idem/server/redisstore"
 )
 
 // errUsage is wrapped by the error of invalid flags; main exits with status 2.
@@ -31,15 +32,26 @@ type config struct {
 	redisMinReplicas    int
 	redisReplicaTimeout time.Duration
 	redisAllowEviction  bool
+	redisScopeEntries   int64
+	redisScopeBytes     int64
 	ttl                 time.Duration
 	lockTTL             time.Duration
 	maxEntries          int
-	chaos               bool
-	chaosFailRate       float64
-	chaosDropRate       float64
-	chaosDelayMax       time.Duration
-	shutdownTimeout     time.Duration
-	version             bool
+	maxBytes            int64
+	// Callers and the process-wide bounds (both modes).
+	tokensFile     string
+	anonymous      bool
+	maxBuffered    int64
+	maxWaiting     int
+	requestTimeout time.Duration
+	// The demo's own (not the gateway's).
+	maxPayments     int
+	chaos           bool
+	chaosFailRate   float64
+	chaosDropRate   float64
+	chaosDelayMax   time.Duration
+	shutdownTimeout time.Duration
+	version         bool
 	// gateway: -upstream and its flags (gateway_config.go).
 	gateway gatewayConfig
 }
@@ -73,7 +85,24 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		"start even when Redis's maxmemory-policy can evict records (an evicted record lets a retry run again)")
 	fs.DurationVar(&c.ttl, "ttl", server.DefaultTTL, "how long a recorded response is replayed")
 	fs.DurationVar(&c.lockTTL, "lock-ttl", server.DefaultLockTTL, "how long a claim lives without renewal (bounds a 409's Retry-After)")
+	fs.Int64Var(&c.redisScopeEntries, "redis-scope-max-entries", redisstore.DefaultScopeMaxEntries,
+		"records one scope may hold in Redis; past it, the scope's new keys get 503")
+	fs.Int64Var(&c.redisScopeBytes, "redis-scope-max-bytes", redisstore.DefaultScopeMaxBytes,
+		"bytes of records one scope may hold in Redis; past it, the scope's new keys get 503")
 	fs.IntVar(&c.maxEntries, "max-entries", memstore.DefaultMaxEntries, "memory store capacity; when full, new keys get 503")
+	fs.Int64Var(&c.maxBytes, "max-bytes", memstore.DefaultMaxBytes, "memory store capacity in bytes; when full, new keys get 503")
+	fs.StringVar(&c.tokensFile, "tokens", "",
+		"file of the callers' bearer tokens, one \"TENANT TOKEN\" a line: records are the tenant's, unknown tokens get 401 (default: every token is a scope of its own)")
+	fs.BoolVar(&c.anonymous, "anonymous", true,
+		"serve callers without an Authorization header, all in one public scope; false answers them 401 (default true, false with -tokens)")
+	fs.Int64Var(&c.maxBuffered, "max-buffered-bytes", server.DefaultBufferedBytes,
+		"bytes of keyed request bodies held at once, by every request together; past it, 503")
+	fs.IntVar(&c.maxWaiting, "max-waiting", server.DefaultWaiting,
+		"duplicates waiting at once for the first request with their key; past it, 409 at once")
+	fs.DurationVar(&c.requestTimeout, "request-timeout", server.DefaultRequestTimeout,
+		"deadline of each keyed request, body, store and handler included (0: none)")
+	fs.IntVar(&c.maxPayments, "max-payments", defaultMaxPayments,
+		"payments the demo's in-memory ledger holds, an eighth of them guaranteed to each caller; past it, 507")
 	fs.BoolVar(&c.chaos, "chaos", false, "honour the Chaos-* request headers")
 	fs.Float64Var(&c.chaosFailRate, "chaos-fail-rate", 0, "fraction of POSTs answered 503 at random, from 0 to 1")
 	fs.Float64Var(&c.chaosDropRate, "chaos-drop-rate", 0, "fraction of POSTs whose connection is cut after the record, from 0 to 1")
@@ -96,20 +125,30 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if err := c.gateway.check(fs); err != nil {
 		return config{}, err
 	}
+	if (c.tokensFile != "" || c.gateway.enabled()) && !isSet(fs, "anonymous") {
+		c.anonymous = false // authenticated (or gateway) callers only, unless asked
+	}
 	return c, c.validate()
 }
 
 // storeFlags names the flags that only one store reads.
 var storeFlags = map[string]string{
-	"postgres-url":          storePostgres,
-	"redis-addr":            storeRedis,
-	"redis-cluster":         storeRedis,
-	"redis-master-name":     storeRedis,
-	"redis-min-replicas":    storeRedis,
-	"redis-replica-timeout": storeRedis,
-	"redis-allow-eviction":  storeRedis,
-	"max-entries":           storeMemory,
+	"postgres-url":            storePostgres,
+	"redis-addr":              storeRedis,
+	"redis-cluster":           storeRedis,
+	"redis-master-name":       storeRedis,
+	"redis-min-replicas":      storeRedis,
+	"redis-replica-timeout":   storeRedis,
+	"redis-allow-eviction":    storeRedis,
+	"redis-scope-max-entries": storeRedis,
+	"redis-scope-max-bytes":   storeRedis,
+	"max-entries":             storeMemory,
+	"max-bytes":               storeMemory,
 }
+
+// defaultMaxPayments bounds the demo's in-memory ledger (about 250 bytes a
+// payment: 25 MB).
+const defaultMaxPayments = 100_000
 
 // checkStoreFlags refuses a flag set on the command line that belongs to
 // another store than -store's: it would be silently ignored.
@@ -124,9 +163,18 @@ func (c config) checkStoreFlags(fs *flag.FlagSet) error {
 			err = usageErr("-%s belongs to -store %s, not -store %s%s", f.Name, owner, c.store, hint(f.Name))
 		case f.Name == "ledger-postgres-url" && c.store == storePostgres:
 			err = usageErr("-ledger-postgres-url is for -store memory or redis; -store postgres keeps the payments in -postgres-url's database")
+		case f.Name == "max-payments" && (c.store == storePostgres || c.ledgerURL != ""):
+			err = usageErr("-max-payments bounds the in-memory ledger; the payments are in PostgreSQL here, bounded by its disk")
 		}
 	})
 	return err
+}
+
+// isSet reports whether the flag name was given on the command line.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // hint says where a misplaced flag's intent goes.
@@ -161,6 +209,25 @@ func (c config) validate() error {
 		return usageErr("-lock-ttl %v: must be positive", c.lockTTL)
 	case c.maxEntries < 1:
 		return usageErr("-max-entries %d: must be at least 1", c.maxEntries)
+	case c.maxBytes < 1:
+		return usageErr("-max-bytes %d: must be at least 1", c.maxBytes)
+	case c.redisScopeEntries < 1:
+		return usageErr("-redis-scope-max-entries %d: must be at least 1", c.redisScopeEntries)
+	case c.redisScopeBytes < 1:
+		return usageErr("-redis-scope-max-bytes %d: must be at least 1", c.redisScopeBytes)
+	case c.maxBuffered < 1:
+		return usageErr("-max-buffered-bytes %d: must be at least 1", c.maxBuffered)
+	case c.maxWaiting < 0:
+		return usageErr("-max-waiting %d: must be 0 or more", c.maxWaiting)
+	case c.requestTimeout < 0:
+		return usageErr("-request-timeout %v: must be 0 or more", c.requestTimeout)
+	case c.maxPayments < 1:
+		return usageErr("-max-payments %d: must be at least 1", c.maxPayments)
+	case c.tokensFile != "" && c.gateway.scopeHeader != "":
+		return usageErr("-tokens and -scope-header exclude each other: with -tokens the token names the caller")
+	case c.gateway.enabled() && c.requestTimeout > 0 && c.gateway.upstreamTimeout >= c.requestTimeout:
+		return usageErr("-upstream-timeout %v: must be less than -request-timeout %v, which bounds each protected request",
+			c.gateway.upstreamTimeout, c.requestTimeout)
 	case !isRate(c.chaosFailRate):
 		return usageErr("-chaos-fail-rate %v: must be from 0 to 1", c.chaosFailRate)
 	case !isRate(c.chaosDropRate):

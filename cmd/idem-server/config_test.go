@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/memstore"
+	"github.com/idemkit/idem/server/redisstore"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -32,6 +33,17 @@ func TestParseFlags(t *testing.T) {
 		{"delay max too long", []string{"-chaos-delay-max", "2m"}},
 		{"delay max negative", []string{"-chaos-delay-max", "-1ms"}},
 		{"zero max entries", []string{"-max-entries", "0"}},
+		{"zero max bytes", []string{"-max-bytes", "0"}},
+		{"zero scope entries", []string{"-store", "redis", "-redis-scope-max-entries", "0"}},
+		{"zero scope bytes", []string{"-store", "redis", "-redis-scope-max-bytes", "0"}},
+		{"zero buffered bytes", []string{"-max-buffered-bytes", "0"}},
+		{"negative max waiting", []string{"-max-waiting", "-1"}},
+		{"negative request timeout", []string{"-request-timeout", "-1s"}},
+		{"zero max payments", []string{"-max-payments", "0"}},
+		{"max payments with a PostgreSQL ledger", []string{"-store", "postgres", "-postgres-url", "postgres://x/y", "-max-payments", "5"}},
+		{"max payments with -ledger-postgres-url", []string{"-ledger-postgres-url", "postgres://x/y", "-max-payments", "5"}},
+		{"scope entries with -store memory", []string{"-redis-scope-max-entries", "5"}},
+		{"max bytes with -store redis", []string{"-store", "redis", "-max-bytes", "5"}},
 		{"postgres without url", []string{"-store", "postgres"}},
 		{"redis without addr", []string{"-store", "redis", "-redis-addr", ""}},
 		{"redis addr without port", []string{"-store", "redis", "-redis-addr", "127.0.0.1"}},
@@ -58,27 +70,50 @@ func TestParseFlags(t *testing.T) {
 		})
 	}
 
+	// defaults is the configuration of no flags; each case changes it.
+	defaults := config{addr: "127.0.0.1:8080", store: "memory", redisAddr: "127.0.0.1:6379", redisReplicaTimeout: time.Second,
+		redisScopeEntries: redisstore.DefaultScopeMaxEntries, redisScopeBytes: redisstore.DefaultScopeMaxBytes,
+		ttl: server.DefaultTTL, lockTTL: server.DefaultLockTTL, maxEntries: memstore.DefaultMaxEntries,
+		maxBytes: memstore.DefaultMaxBytes, anonymous: true, maxBuffered: server.DefaultBufferedBytes,
+		maxWaiting: server.DefaultWaiting, requestTimeout: server.DefaultRequestTimeout, maxPayments: defaultMaxPayments,
+		shutdownTimeout: 10 * time.Second}
+	with := func(change func(*config)) config {
+		c := defaults
+		change(&c)
+		return c
+	}
 	good := []struct {
 		name string
 		args []string
 		want config
 	}{
-		{"defaults", nil, config{addr: "127.0.0.1:8080", store: "memory", redisAddr: "127.0.0.1:6379", redisReplicaTimeout: time.Second,
-			ttl: server.DefaultTTL, lockTTL: server.DefaultLockTTL, maxEntries: memstore.DefaultMaxEntries, shutdownTimeout: 10 * time.Second}},
+		{"defaults", nil, defaults},
 		{"everything", []string{"-addr", ":9000", "-store", "postgres", "-postgres-url", "postgres://localhost/idem",
 			"-ttl", "1h", "-lock-ttl", "5s", "-chaos", "-chaos-fail-rate", "0.1",
-			"-chaos-drop-rate", "1", "-chaos-delay-max", "1m", "-shutdown-timeout", "1s"},
-			config{addr: ":9000", store: "postgres", postgresURL: "postgres://localhost/idem", redisAddr: "127.0.0.1:6379", redisReplicaTimeout: time.Second,
-				ttl: time.Hour, lockTTL: 5 * time.Second, maxEntries: memstore.DefaultMaxEntries, chaos: true, chaosFailRate: 0.1,
-				chaosDropRate: 1, chaosDelayMax: time.Minute, shutdownTimeout: time.Second}},
+			"-chaos-drop-rate", "1", "-chaos-delay-max", "1m", "-shutdown-timeout", "1s",
+			"-tokens", "/etc/idem/tokens", "-anonymous=false", "-max-buffered-bytes", "1048576", "-max-waiting", "0",
+			"-request-timeout", "0s"},
+			with(func(c *config) {
+				c.addr, c.store, c.postgresURL, c.ttl, c.lockTTL = ":9000", "postgres", "postgres://localhost/idem", time.Hour, 5*time.Second
+				c.chaos, c.chaosFailRate, c.chaosDropRate, c.chaosDelayMax, c.shutdownTimeout = true, 0.1, 1, time.Minute, time.Second
+				c.tokensFile, c.anonymous, c.maxBuffered, c.maxWaiting, c.requestTimeout = "/etc/idem/tokens", false, 1<<20, 0, 0
+			})},
+		{"tokens: no anonymous callers by default", []string{"-tokens", "f"},
+			with(func(c *config) { c.tokensFile, c.anonymous = "f", false })},
+		{"tokens and anonymous callers", []string{"-tokens", "f", "-anonymous"},
+			with(func(c *config) { c.tokensFile, c.anonymous = "f", true })},
+		{"memory bounds", []string{"-max-entries", "10", "-max-bytes", "4096", "-max-payments", "7"},
+			with(func(c *config) { c.maxEntries, c.maxBytes, c.maxPayments = 10, 4096, 7 })},
 		{"redis sentinel", []string{"-store", "redis", "-redis-addr", "10.0.0.1:26379, 10.0.0.2:26379", "-redis-master-name", "mymaster",
-			"-redis-min-replicas", "1", "-redis-replica-timeout", "250ms", "-redis-allow-eviction"},
-			config{addr: "127.0.0.1:8080", store: "redis", redisAddr: "10.0.0.1:26379, 10.0.0.2:26379", redisMasterName: "mymaster",
-				redisMinReplicas: 1, redisReplicaTimeout: 250 * time.Millisecond, redisAllowEviction: true,
-				ttl: server.DefaultTTL, lockTTL: server.DefaultLockTTL, maxEntries: memstore.DefaultMaxEntries, shutdownTimeout: 10 * time.Second}},
+			"-redis-min-replicas", "1", "-redis-replica-timeout", "250ms", "-redis-allow-eviction",
+			"-redis-scope-max-entries", "5", "-redis-scope-max-bytes", "6"},
+			with(func(c *config) {
+				c.store, c.redisAddr, c.redisMasterName = "redis", "10.0.0.1:26379, 10.0.0.2:26379", "mymaster"
+				c.redisMinReplicas, c.redisReplicaTimeout, c.redisAllowEviction = 1, 250*time.Millisecond, true
+				c.redisScopeEntries, c.redisScopeBytes = 5, 6
+			})},
 		{"redis cluster one seed", []string{"-store", "redis", "-redis-addr", "[::1]:7000", "-redis-cluster"},
-			config{addr: "127.0.0.1:8080", store: "redis", redisAddr: "[::1]:7000", redisCluster: true, redisReplicaTimeout: time.Second,
-				ttl: server.DefaultTTL, lockTTL: server.DefaultLockTTL, maxEntries: memstore.DefaultMaxEntries, shutdownTimeout: 10 * time.Second}},
+			with(func(c *config) { c.store, c.redisAddr, c.redisCluster = "redis", "[::1]:7000", true })},
 	}
 	for _, tt := range good {
 		t.Run(tt.name, func(t *testing.T) {

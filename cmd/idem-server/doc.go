@@ -18,8 +18,10 @@
 // Routes of the demo (the same as server/idemtest):
 //
 //	POST /payments              {"customer","amount","currency"}, needs an Idempotency-Key;
-//	                            records are scoped by the bearer token (none: 401)
-//	GET  /payments?customer=C   {"count":N,"payments":[...]}, the caller's scope only
+//	                            records are scoped by the caller (see Callers below)
+//	GET  /payments?customer=C   {"count":N,"payments":[...],"next":CURSOR}, the caller's
+//	                            payments only, a page at a time (&limit=N, 1 to 1000,
+//	                            default 100; &after=CURSOR for the next page)
 //	POST /payments/unprotected  the same handler with no idempotency
 //	GET  /livez, /healthz       200 while the process serves (liveness)
 //	GET  /readyz                200 when the store answers, 503 otherwise (readiness)
@@ -32,6 +34,27 @@
 // write, before the response is recorded) and Chaos-Drop: after-record (see
 // package server/chaos). The -chaos-*-rate and -chaos-delay-max flags inject
 // faults at random, with or without -chaos.
+//
+// Callers: with -tokens FILE (one "TENANT TOKEN" a line; see docs/server.md)
+// a request whose bearer token the file lists is its tenant's, and any other
+// credentials, or none, get 401 (-anonymous serves callers without an
+// Authorization header in one public scope instead). Without -tokens nothing is
+// authenticated: every bearer token is a scope of its own, and a request
+// without one is in the public scope (-anonymous=false: 401). Such a deployment
+// lets any caller send a new token with every request, so that each is a new
+// scope within its share of the store: one caller can fill the store, and then
+// every caller's new keys get 503 until records expire. Fairness between
+// callers needs -tokens.
+//
+// Bounds: -max-buffered-bytes (64 MiB) for the keyed request bodies held at
+// once by the whole process (past it, 503), -max-waiting (256) for the
+// duplicates waiting at once (past it, 409 at once), -request-timeout (30s)
+// for each keyed request (its body, the store before the handler, the
+// handler's context); -max-entries and -max-bytes for the memory store,
+// -redis-scope-max-entries and -redis-scope-max-bytes for each scope's share of
+// Redis, and -max-payments (100,000) for the demo's in-memory ledger (past it,
+// 507). Metric attributes never come from what a caller sends (the HTTP
+// server's metrics keep no Host).
 //
 // It prints "idem-server listening on http://ADDR" on standard output once it
 // accepts connections, logs one JSON line per request on standard error

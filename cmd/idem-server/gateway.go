@@ -1,6 +1,8 @@
 package main
 
 import (
+	"net/http"
+
 	"github.com/idemkit/idem/internal/gateway"
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/chaos"
@@ -8,10 +10,12 @@ import (
 
 // newGateway returns the gateway (package internal/gateway) that the flags
 // describe over store: protected requests through the middleware, with
-// mwOpts (TTL, lock TTL, telemetry) and the gateway flags' options; inj
+// mwOpts (middlewareOptions) and the gateway flags' options, scoped by scope
+// (scopeFunc, the process's one scope function); inj
 // applies the chaos faults, and chaosOn (-chaos) keeps the Chaos-* headers
 // from the upstream. check validated cfg.
-func newGateway(cfg gatewayConfig, store server.Store, inj *chaos.Injector, chaosOn bool, mwOpts ...server.Option) *gateway.Gateway {
+func newGateway(cfg gatewayConfig, store server.Store, inj *chaos.Injector, chaosOn bool,
+	scope func(*http.Request) (string, error), mwOpts ...server.Option) *gateway.Gateway {
 	stored, err := cfg.storedHeaderOption()
 	if err != nil {
 		panic(err) // check refused it already
@@ -25,6 +29,7 @@ func newGateway(cfg gatewayConfig, store server.Store, inj *chaos.Injector, chao
 		Upstream:         cfg.upstream,
 		Protect:          cfg.protect,
 		ScopeHeader:      cfg.scopeHeader,
+		Scope:            scope,
 		Middleware:       opts,
 		ForwardKey:       cfg.forwardKey,
 		ForwardKeyHeader: cfg.forwardKeyHeader,

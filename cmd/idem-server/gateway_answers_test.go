@@ -524,7 +524,7 @@ func TestGatewayStoreCannotMark(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := newGateway(c.gateway, failingMarks{memstore.New()}, chaos.New(chaos.WithHeaders(false)), false)
+	g := newGateway(c.gateway, failingMarks{memstore.New()}, chaos.New(chaos.WithHeaders(false)), false, nil)
 	srv := httptest.NewServer(g)
 	defer srv.Close()
 	a := send(t, "POST", srv.URL+"/orders", "op", "k1", `{}`, nil)

@@ -75,6 +75,7 @@ func registerGatewayFlags(fs *flag.FlagSet, g *gatewayConfig) {
 // would be silently ignored.
 var demoOnlyFlags = map[string]bool{
 	"ledger-postgres-url": true,
+	"max-payments":        true,
 }
 
 // enabled reports whether the command line asks for the gateway.

@@ -135,7 +135,7 @@ func TestGatewayPassThroughOutlivesTheServerTimeouts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewUnstartedServer(newGateway(c.gateway, memstore.New(), chaos.New(), false))
+	srv := httptest.NewUnstartedServer(newGateway(c.gateway, memstore.New(), chaos.New(), false, nil))
 	srv.Config.WriteTimeout, srv.Config.ReadTimeout = 200*time.Millisecond, 200*time.Millisecond
 	srv.Start()
 	defer srv.Close()

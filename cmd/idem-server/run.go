@@ -14,7 +14,6 @@ import (
 
 	"github.com/idemkit/idem/internal/demo"
 	"github.com/idemkit/idem/internal/gateway"
-	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/chaos"
 )
 
@@ -43,6 +42,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, nil))
+	scope, err := scopeFunc(cfg)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	lim := newLimits(cfg)
 
 	tel, err := newTelemetry(ctx)
 	if err != nil {
@@ -71,14 +75,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			os.Exit(crashExitCode)
 		}),
 	)
-	mwOpts := append([]server.Option{server.WithTTL(cfg.ttl), server.WithLockTTL(cfg.lockTTL)},
-		tel.middlewareOptions(cfg.store)...)
+	tel.observeLimits(lim)
+	mwOpts := middlewareOptions(cfg, tel, scope, lim)
 	var h http.Handler
 	metricsPath := "/metrics"
 	if cfg.gateway.enabled() {
-		h, metricsPath = newGateway(cfg.gateway, store, inj, cfg.chaos, mwOpts...), gateway.MetricsPath
+		h, metricsPath = newGateway(cfg.gateway, store, inj, cfg.chaos, scope, mwOpts...), gateway.MetricsPath
 	} else {
-		h = demo.Handler(store, ledger, inj, mwOpts...)
+		h = demo.New(demo.Config{Store: store, Ledger: ledger, Faults: inj, Scope: scope, Options: mwOpts})
 	}
 
 	ln, err := net.Listen("tcp", cfg.addr)

@@ -41,8 +41,8 @@ const connectTimeout = 5 * time.Second
 //     the stored response commit in one transaction.
 //   - redis: keys in Redis.
 //
-// With memory and redis, the payments are in memory, or in PostgreSQL when
-// -ledger-postgres-url is given (two systems: a crash between the payment and
+// With memory and redis, the payments are in memory (at most -max-payments),
+// or in PostgreSQL when -ledger-postgres-url is given (two systems: a crash between the payment and
 // the record is the documented window).
 //
 // The store is wrapped so that every error it returns (the cause of a 503 or
@@ -58,9 +58,9 @@ func openStore(ctx context.Context, cfg config, logger *slog.Logger, tel *teleme
 func openBackends(ctx context.Context, cfg config, logger *slog.Logger, tel *telemetry) (server.Store, payments.Ledger, func(), error) {
 	switch cfg.store {
 	case storeMemory:
-		store := memstore.New(memstore.WithMaxEntries(cfg.maxEntries))
+		store := memstore.New(memstore.WithMaxEntries(cfg.maxEntries), memstore.WithMaxBytes(cfg.maxBytes))
 		if cfg.ledgerURL == "" {
-			return store, payments.NewMemLedger(), func() {}, nil
+			return store, payments.NewBoundedMemLedger(cfg.maxPayments), func() {}, nil
 		}
 		pool, ledger, err := openPostgres(ctx, cfg.ledgerURL, "-ledger-postgres-url")
 		if err != nil {
@@ -103,7 +103,7 @@ func openBackends(ctx context.Context, cfg config, logger *slog.Logger, tel *tel
 		}
 		tel.observeRedis(storeRedis, rdb)
 		if cfg.ledgerURL == "" {
-			return store, payments.NewMemLedger(), func() { _ = rdb.Close() }, nil
+			return store, payments.NewBoundedMemLedger(cfg.maxPayments), func() { _ = rdb.Close() }, nil
 		}
 		pool, ledger, err := openPostgres(ctx, cfg.ledgerURL, "-ledger-postgres-url")
 		if err != nil {
@@ -143,7 +143,8 @@ func openRedis(ctx context.Context, cfg config, logger *slog.Logger) (server.Sto
 		_ = rdb.Close()
 		return nil, nil, fmt.Errorf("-store redis: cannot reach Redis at %s: %w", cfg.redisAddr, err)
 	}
-	opts := []redisstore.Option{redisstore.WithLogger(logger)}
+	opts := []redisstore.Option{redisstore.WithLogger(logger),
+		redisstore.WithScopeLimits(cfg.redisScopeEntries, cfg.redisScopeBytes)}
 	if cfg.redisMinReplicas > 0 {
 		opts = append(opts, redisstore.WithMinReplicas(cfg.redisMinReplicas, cfg.redisReplicaTimeout))
 	}

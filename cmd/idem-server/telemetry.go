@@ -21,6 +21,7 @@ import (
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/instrumentation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -70,7 +71,11 @@ func newTelemetry(ctx context.Context) (*telemetry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithResource(res))
+	// Metric attributes never come from what a caller sends: otelhttp's
+	// instruments keep serverMetricAttrs only.
+	view := sdkmetric.NewView(sdkmetric.Instrument{Scope: instrumentation.Scope{Name: otelhttp.ScopeName}},
+		sdkmetric.Stream{AttributeFilter: attribute.NewAllowKeysFilter(serverMetricAttrs...)})
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithResource(res), sdkmetric.WithView(view))
 	t := &telemetry{registry: reg, mp: mp, meter: mp.Meter(idemotel.ScopeName), tp: noop.NewTracerProvider(),
 		shutdown: []func(context.Context) error{mp.Shutdown}}
 
@@ -113,6 +118,15 @@ func (t *telemetry) middlewareOptions(store string) []server.Option {
 	return []server.Option{idemotel.Server(idemotel.WithMeterProvider(t.mp), idemotel.WithTracerProvider(t.tp),
 		idemotel.WithStoreName(store))}
 }
+
+// serverMetricAttrs are the attributes the http.server.* metrics keep (see
+// newTelemetry's view): none a caller chooses freely. otelhttp also sets
+// server.address and server.port from the request's Host header, which would
+// make every Host a caller sends a time series of its own; the method is the
+// conventions' (or _OTHER), the route a pattern of the server's mux, the
+// protocol version one Go's server parsed (1.0 to 1.9, or 2).
+var serverMetricAttrs = []attribute.Key{"http.request.method", "http.response.status_code", "http.route",
+	"url.scheme", "network.protocol.name", "network.protocol.version", "error.type"}
 
 // handler serves the metrics at GET path (and HEAD) and passes every other
 // request to h, as it came (no path cleaning: the gateway forwards paths
@@ -192,7 +206,12 @@ type poolStats struct {
 // server.
 func (t *telemetry) observePool(name, system string, read func() poolStats) {
 	m := t.meter
-	count, err1 := m.Int64ObservableUpDownCounter("db.client.connection.count", metric.WithUnit("{connection}"),
+	// The conventions name this db.client.connection.count, which the
+	// Prometheus exporter writes as db_client_connection_count: a gauge with
+	// the _count suffix Prometheus keeps for histograms and summaries, which
+	// promtool check metrics refuses. It keeps the name the conventions gave
+	// it before (db.client.connections.usage) instead.
+	count, err1 := m.Int64ObservableUpDownCounter("db.client.connections.usage", metric.WithUnit("{connection}"),
 		metric.WithDescription("Connections of the pool, by state (idle, used)."))
 	maxConns, err2 := m.Int64ObservableUpDownCounter("db.client.connection.max", metric.WithUnit("{connection}"),
 		metric.WithDescription("The most connections the pool opens."))
@@ -222,5 +241,29 @@ func (t *telemetry) observePool(name, system string, read func() poolStats) {
 	}, count, maxConns, timeouts, pending)
 	if err != nil {
 		otel.Handle(fmt.Errorf("pool metrics: %w", err))
+	}
+}
+
+// observeLimits reports how much of the process's Limits is in use:
+// idem.server.buffered (bytes of keyed request bodies held now, against
+// -max-buffered-bytes) and idem.server.waiting (duplicates waiting now,
+// against -max-waiting).
+func (t *telemetry) observeLimits(lim *server.Limits) {
+	m := t.meter
+	buffered, err1 := m.Int64ObservableGauge("idem.server.buffered", metric.WithUnit("By"),
+		metric.WithDescription("Bytes of keyed request bodies held now, by every request together."))
+	waiting, err2 := m.Int64ObservableGauge("idem.server.waiting", metric.WithUnit("{request}"),
+		metric.WithDescription("Duplicates waiting now for the first request with their key."))
+	if err := errors.Join(err1, err2); err != nil {
+		otel.Handle(fmt.Errorf("limits metrics: %w", err))
+		return
+	}
+	_, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveInt64(buffered, lim.Buffered())
+		o.ObserveInt64(waiting, lim.Waiting())
+		return nil
+	}, buffered, waiting)
+	if err != nil {
+		otel.Handle(fmt.Errorf("limits metrics: %w", err))
 	}
 }

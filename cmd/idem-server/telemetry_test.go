@@ -81,7 +81,7 @@ func TestRunMetrics(t *testing.T) {
 }
 
 // TestRunPoolMetrics: with a durable store, /metrics has the pool's
-// connections (db.client.connection.count by state).
+// connections (db.client.connections.usage by state).
 func TestRunPoolMetrics(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -100,7 +100,7 @@ func TestRunPoolMetrics(t *testing.T) {
 			doRequest(t, http.MethodPost, url+"/payments", unique("pool-key"), `{"customer":"p","amount":1,"currency":"EUR"}`, nil)
 			text := scrape(t, url)
 			for _, pool := range tc.want {
-				if _, ok := sample(text, "db_client_connection_count", `db_client_connection_pool_name="`+pool+`"`, `db_client_connection_state="idle"`); !ok {
+				if _, ok := sample(text, "db_client_connections_usage", `db_client_connection_pool_name="`+pool+`"`, `db_client_connection_state="idle"`); !ok {
 					t.Errorf("no idle connection count of pool %s in /metrics", pool)
 				}
 				if _, ok := sample(text, "db_client_connection_timeouts_total", `db_client_connection_pool_name="`+pool+`"`); !ok {

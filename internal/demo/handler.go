@@ -18,8 +18,9 @@ import (
 //	                            scoped by the bearer token (server.BearerScope); a caller
 //	                            without one is in the demo's public scope (see Scope)
 //	GET  /payments?customer=C   the caller's payments of C (all of the caller's when C is
-//	                            empty): a token holder's own, or, without a token, the
-//	                            public scope's; never another token's
+//	                            empty), a page at a time (payments.API.List): a token
+//	                            holder's own, or, without a token, the public scope's;
+//	                            never another token's
 //	POST /payments/unprotected  create a payment with no idempotency: retries double-charge
 //	GET  /livez, /healthz       liveness: 200 "ok" while the process serves
 //	GET  /readyz                readiness: 200 "ready" when the store answers its Ping
@@ -27,25 +28,48 @@ import (
 //
 // Both POST routes go through inj (nil: no faults); GET routes never do, so
 // that tests can always count what happened. mwOpts come after the scope
-// option and may replace it.
+// option and may replace it. It is New with Scope as the scope function.
 func Handler(store server.Store, ledger payments.Ledger, inj *chaos.Injector, mwOpts ...server.Option) http.Handler {
-	api := &payments.API{Ledger: ledger, Owner: Scope}
+	return New(Config{Store: store, Ledger: ledger, Faults: inj, Options: mwOpts})
+}
+
+// Config is what New serves. Store and Ledger are required.
+type Config struct {
+	Store  server.Store
+	Ledger payments.Ledger
+	// Faults injects faults into both POST routes; nil: none.
+	Faults *chaos.Injector
+	// Scope finds a caller's scope: the middleware keys records by it and the
+	// payments API files each payment under it (an error answers 401 on
+	// every payments route). nil: Scope.
+	Scope func(*http.Request) (string, error)
+	// Options are the middleware's other options, after server.WithScope.
+	Options []server.Option
+}
+
+// New returns the demo payments server of Handler for cfg.
+func New(cfg Config) http.Handler {
+	scope := cfg.Scope
+	if scope == nil {
+		scope = Scope
+	}
+	api := &payments.API{Ledger: cfg.Ledger, Owner: scope}
 	wrap := func(h http.Handler) http.Handler { return h }
-	if inj != nil {
+	if inj := cfg.Faults; inj != nil {
 		api.BeforeWrite = inj.BeforeWrite
 		api.AfterWrite = inj.AfterWrite
 		wrap = inj.Wrap
 	}
-	opts := append([]server.Option{server.WithScope(Scope)}, mwOpts...)
+	opts := append([]server.Option{server.WithScope(scope)}, cfg.Options...)
 	create := http.HandlerFunc(api.Create)
 
 	mux := http.NewServeMux()
-	mux.Handle("POST /payments", wrap(server.Middleware(store, opts...)(create)))
+	mux.Handle("POST /payments", wrap(server.Middleware(cfg.Store, opts...)(create)))
 	mux.Handle("POST /payments/unprotected", wrap(create))
 	mux.HandleFunc("GET /payments", api.List)
 	mux.HandleFunc("GET /livez", live)
 	mux.HandleFunc("GET /healthz", live)
-	mux.HandleFunc("GET /readyz", ready(store))
+	mux.HandleFunc("GET /readyz", ready(cfg.Store))
 	return mux
 }
 

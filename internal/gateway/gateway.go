@@ -49,6 +49,9 @@ type Config struct {
 	// ScopeHeader names the header whose value scopes the keys; empty means
 	// the Authorization header (server.BearerScope).
 	ScopeHeader string
+	// Scope, when set, is the scope function in place of ScopeHeader's
+	// (idem-server's, which authenticates callers with -tokens).
+	Scope func(*http.Request) (string, error)
 	// Middleware are the options of the protected requests' middleware (TTL,
 	// lock TTL, fingerprint, stored headers, wait, telemetry); the gateway
 	// adds its methods, its scope and the response limit after them.
@@ -129,9 +132,13 @@ func newGateway(cfg Config, store server.Store, dial dialFunc) (*Gateway, error)
 			protectedMethods = append(protectedMethods, m)
 		}
 	}
+	scope := cfg.Scope
+	if scope == nil {
+		scope = Scope(cfg.ScopeHeader)
+	}
 	opts := append(cfg.Middleware[:len(cfg.Middleware):len(cfg.Middleware)],
 		server.WithMethods(protectedMethods...),
-		server.WithScope(Scope(cfg.ScopeHeader)),
+		server.WithScope(scope),
 		// The forwarder holds upstream answers to MaxResponseBytes; the
 		// capture has room for its own problem answers besides.
 		server.WithMaxResponseBytes(max(cfg.MaxResponseBytes, maxProblemBytes)),

@@ -33,7 +33,17 @@
 // the first waiter and closed when the claim is recorded or released: it then
 // replays the record, or claims the key and runs the handler itself. It holds
 // no lock while it waits, and stops, answering in progress, when Wait is over
-// or its context is done. A claim nobody waits for costs no channel.
+// or its context is done. It waits only when server.WaitTurn gives it a turn
+// (the process's bound on waiting duplicates, server.LimitWaiting), and
+// answers in progress at once otherwise. A claim nobody waits for costs no
+// channel.
+//
+// The claim itself never waits, so the request's deadline
+// (server.LimitRequestTime) bounds this store's part of a request by itself:
+// a request whose context is already done when Do is called is refused with
+// its context's error (the middleware answers 503), and a waiting duplicate
+// stops at the deadline. Recording and releasing take no time that a stall
+// could stretch.
 //
 // # Crash window
 //
@@ -46,12 +56,15 @@
 //
 // WithMaxEntries (100,000) and WithMaxBytes (256 MiB) bound records and claims
 // together: each entry is charged its key, scope, fingerprint, recorded
-// response and a fixed overhead. Each non-empty scope is guaranteed
+// response and a fixed overhead. Each non-empty scope has a share,
 // WithScopeShare (one eighth) of each bound: past its share a scope may still
 // use free room, but never the last share of the store, which stays for the
-// scopes within theirs. So a single tenant can fill seven eighths of the
-// store, and a tenant that floods unique keys is refused (ErrScopeFull) at
-// that line while the others keep succeeding; the empty scope (no
+// scopes within theirs, first come, first served. So a single tenant can fill
+// seven eighths of the store, and a tenant that floods unique keys is refused
+// (ErrScopeFull) at that line while the others keep succeeding; two tenants
+// flooding at once can between them take that last share too. The shares are
+// fair only between scopes a caller cannot make up: one that names a new scope
+// with every request is within its share every time. The empty scope (no
 // server.WithScope) has no quota. The
 // middleware records neither its own refusals nor the handler's (400, 401,
 // 403, 413, 422, 429, ...), so invalid requests take no room at all.

@@ -87,6 +87,9 @@ func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) 
 	if req.TTL <= 0 {
 		return server.Result{}, fmt.Errorf("memstore: TTL %v is not positive: %w", req.TTL, ErrInvalidRequest)
 	}
+	if err := ctx.Err(); err != nil { // the request's time ran out before the store was asked
+		return server.Result{}, fmt.Errorf("memstore: %w", context.Cause(ctx))
+	}
 	k := recordKey{scope: req.Scope, key: req.Key}
 	sh := s.shardFor(k)
 	var waitOver <-chan time.Time // set at the first wait: the end of req.Wait
@@ -110,6 +113,11 @@ func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) 
 			return res, err
 		case waiting:
 			if waitOver == nil {
+				done, ok := server.WaitTurn(ctx)
+				if !ok { // as many duplicates wait as the process allows: answer now
+					return server.Result{Outcome: server.OutcomeInProgress, RetryAfter: s.lease(sh, e), Waited: waited}, nil
+				}
+				defer done()
 				t := time.NewTimer(req.Wait)
 				defer t.Stop()
 				waitOver, waitStart = t.C, time.Now()

@@ -432,3 +432,23 @@ func TestRecordIsCompareAndSet(t *testing.T) {
 		})
 	}
 }
+
+// TestDoRefusesADoneContext: a request whose time ran out before the store
+// was asked (its body took the whole deadline) is not claimed or run.
+func TestDoRefusesADoneContext(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 0)
+	defer cancel()
+	s := New()
+	ran := false
+	_, err := s.Do(ctx, request("k", "fp"), func(context.Context) (*server.Response, bool) {
+		ran = true
+		return &server.Response{Status: 201}, true
+	})
+	if !errors.Is(err, context.DeadlineExceeded) || ran {
+		t.Errorf("Do on a done context = %v (ran %v), want context.DeadlineExceeded and no run", err, ran)
+	}
+	if n := s.Stats().Entries; n != 0 {
+		t.Errorf("%d entries after a refused Do, want 0", n)
+	}
+}

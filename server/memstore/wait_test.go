@@ -2,6 +2,10 @@ package memstore
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -153,4 +157,59 @@ func bodyOf(res server.Result) string {
 		return ""
 	}
 	return string(res.Response.Body)
+}
+
+// TestWaitingDuplicatesTakeATurn: a duplicate waits only with a turn from
+// the process's Limits (server.WaitTurn); past server.LimitWaiting it is
+// answered 409 at once, not after the in-progress wait.
+func TestWaitingDuplicatesTakeATurn(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		lim := server.NewLimits(server.LimitWaiting(1), server.LimitRequestTime(0))
+		release := make(chan struct{})
+		var waited []time.Duration
+		var mu sync.Mutex
+		h := server.Middleware(s, server.WithLimits(lim), server.WithInProgressWait(10*time.Second),
+			server.WithOnOutcome(func(ev server.OutcomeEvent) {
+				mu.Lock()
+				waited = append(waited, ev.Waited)
+				mu.Unlock()
+			}))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			<-release
+			w.WriteHeader(http.StatusCreated)
+		}))
+		post := func() int {
+			r := httptest.NewRequest(http.MethodPost, "/x", strings.NewReader("{}"))
+			r.Header.Set(server.HeaderKey, "k")
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			return rec.Code
+		}
+		codes := make(chan int, 3)
+		go func() { codes <- post() }() // the first: runs, held
+		synctest.Wait()
+		go func() { codes <- post() }() // takes the one turn and waits
+		synctest.Wait()
+		if n := lim.Waiting(); n != 1 {
+			t.Fatalf("Waiting() = %d with one duplicate waiting, want 1", n)
+		}
+		if code := post(); code != http.StatusConflict { // no turn left: at once
+			t.Errorf("a duplicate past the bound got %d, want 409", code)
+		}
+		close(release)
+		for range 2 {
+			if code := <-codes; code != http.StatusCreated {
+				t.Errorf("status %d, want 201 (the first, and the waiter's replay)", code)
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if waited[0] != 0 {
+			t.Errorf("the duplicate past the bound waited %v, want 0", waited[0])
+		}
+		if lim.Waiting() != 0 {
+			t.Errorf("Waiting() = %d at the end, want 0", lim.Waiting())
+		}
+	})
 }

@@ -40,8 +40,23 @@
 //     ReadTimeout.
 //
 // The other options set the key prefix (WithPrefix), the lease renewal
-// interval (WithRenewInterval) and where the store logs what it cannot return
-// (WithLogger).
+// interval (WithRenewInterval), where the store logs what it cannot return
+// (WithLogger) and each scope's share of Redis (WithScopeLimits).
+//
+// # Bounds
+//
+// Each non-empty scope may hold at most 100,000 records and 64 MiB in Redis
+// (WithScopeLimits): past either, its new keys get ErrScopeFull (the
+// middleware answers 503) until some of its records expire, while its replays
+// and every other scope are served. The usage is counted in Redis, in one small
+// hash per scope, and charged in the same pipeline as each record's write, so
+// a first request still costs two round trips; every process sharing the
+// prefix shares the count. The store as a whole is bounded by Redis's own
+// maxmemory, with noeviction (Check refuses any other policy): size it for the
+// scopes that may fill their share at once. The request's deadline
+// (server.LimitRequestTime) bounds the claim and a duplicate's wait; the calls
+// after the handler (record, release) are bounded by WithOpTimeout, and a
+// duplicate waits only with a turn of server.WaitTurn.
 //
 // # How it works
 //

@@ -115,9 +115,10 @@ func newTestStore(t testing.TB, opts ...Option) (*Store, *redis.Client) {
 }
 
 // advanceScript moves one finished record's expiry ARGV[1] milliseconds
-// closer, deleting it when that reaches zero. Claims (second byte 'c') and
-// keys without expiry are left alone; see advance.
+// closer, deleting it when that reaches zero. Claims (second byte 'c'), keys
+// without expiry and the scopes' usage hashes are left alone; see advance.
 var advanceScript = redis.NewScript(`
+if redis.call('TYPE', KEYS[1]).ok ~= 'string' then return 0 end
 local v = redis.call('GET', KEYS[1])
 if not v or string.sub(v, 2, 2) == 'c' then return 0 end
 local t = redis.call('PTTL', KEYS[1])

@@ -28,6 +28,9 @@ type config struct {
 	settleReplicasFor time.Duration
 	evictionAllowed   bool
 	logger            *slog.Logger // nil: no logging
+	// scopeMaxEntries and scopeMaxBytes bound each non-empty scope's records.
+	scopeMaxEntries int64
+	scopeMaxBytes   int64
 }
 
 // WithPrefix sets the prefix of every key the store writes (default "idem:").
@@ -98,4 +101,27 @@ func WithLogger(l *slog.Logger) Option {
 		panic("redisstore: WithLogger(nil): want a *slog.Logger")
 	}
 	return func(c *config) { c.logger = l }
+}
+
+// WithScopeLimits bounds what the records of one scope (server.WithScope's
+// principal or tenant) may take in Redis: at most entries records and bytes
+// bytes, each record charged its key, its value and what Redis takes per key
+// (about 160 bytes); by default DefaultScopeMaxEntries (100,000) and
+// DefaultScopeMaxBytes (64 MiB). A scope at or past either gets ErrScopeFull
+// for its new keys (the middleware answers 503 with Retry-After) until some of
+// its records expire; its replays, and every other scope, are served. The
+// empty scope (a middleware without WithScope) is not bounded. The bound is
+// counted in Redis, so every process sharing the store and prefix shares it,
+// and it is approximate in two ways, both toward letting a scope hold a little
+// more: records being written when a scope reaches its bound (at most the
+// scope's requests in flight, in every process) still land, and a record that
+// another owner's claim replaced, or whose charge failed, may be counted once
+// too often or not at all. docs/stores.md in the repository says what it costs
+// and how Redis's own maxmemory bounds the store as a whole. It panics unless
+// both are at least 1.
+func WithScopeLimits(entries, bytes int64) Option {
+	if entries < 1 || bytes < 1 {
+		panic(fmt.Sprintf("redisstore: WithScopeLimits(%d, %d): want both at least 1", entries, bytes))
+	}
+	return func(c *config) { c.scopeMaxEntries, c.scopeMaxBytes = entries, bytes }
 }

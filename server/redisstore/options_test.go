@@ -37,6 +37,8 @@ func TestOptionsPanicWhenMade(t *testing.T) {
 		{"zero replicas", func() Option { return WithMinReplicas(0, time.Second) }, "redisstore: WithMinReplicas(0, 1s): want n >= 1 and a positive timeout"},
 		{"zero replica timeout", func() Option { return WithMinReplicas(1, 0) }, "redisstore: WithMinReplicas(1, 0s): want n >= 1 and a positive timeout"},
 		{"nil logger", func() Option { return WithLogger(nil) }, "redisstore: WithLogger(nil): want a *slog.Logger"},
+		{"zero scope entries", func() Option { return WithScopeLimits(0, 1) }, "redisstore: WithScopeLimits(0, 1): want both at least 1"},
+		{"zero scope bytes", func() Option { return WithScopeLimits(1, 0) }, "redisstore: WithScopeLimits(1, 0): want both at least 1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -53,13 +55,15 @@ func TestOptionsValidValues(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 	logger := slog.New(slog.DiscardHandler)
 	s := New(c, WithPrefix("p:"), WithRenewInterval(time.Nanosecond), WithOpTimeout(time.Nanosecond),
-		WithMinReplicas(1, time.Nanosecond), WithEvictionAllowed(), WithLogger(logger))
+		WithMinReplicas(1, time.Nanosecond), WithEvictionAllowed(), WithLogger(logger), WithScopeLimits(1, 1))
 	want := config{prefix: "p:", renewInterval: time.Nanosecond, opTimeout: time.Nanosecond, minReplicas: 1,
-		replicaTimeout: time.Nanosecond, settleReplicasFor: defaultSettleReplicasFor, evictionAllowed: true, logger: logger}
+		replicaTimeout: time.Nanosecond, settleReplicasFor: defaultSettleReplicasFor, evictionAllowed: true, logger: logger,
+		scopeMaxEntries: 1, scopeMaxBytes: 1}
 	if s.cfg != want {
 		t.Fatalf("config = %+v; want %+v", s.cfg, want)
 	}
-	if d := New(c).cfg; d != (config{prefix: DefaultPrefix, opTimeout: DefaultOpTimeout, settleReplicasFor: defaultSettleReplicasFor}) {
+	if d := New(c).cfg; d != (config{prefix: DefaultPrefix, opTimeout: DefaultOpTimeout, settleReplicasFor: defaultSettleReplicasFor,
+		scopeMaxEntries: DefaultScopeMaxEntries, scopeMaxBytes: DefaultScopeMaxBytes}) {
 		t.Fatalf("default config = %+v", d)
 	}
 }

@@ -242,7 +242,7 @@ func TestExpiredClaimTakeoverNeedsProof(t *testing.T) {
 	}{
 		{"owner gone", func(*testing.T, *Store, string) {}, server.OutcomeExecuted},
 		{"owner records", func(t *testing.T, s *Store, key string) {
-			if err := s.record(context.Background(), key, owner, encodeRecord("fp", response(201, "owner's")), time.Hour); err != nil {
+			if err := s.record(context.Background(), key, owner, encodeRecord("fp", response(201, "owner's")), time.Hour, nil); err != nil {
 				t.Fatalf("the owner's finish after the mark: %v", err)
 			}
 		}, server.OutcomeReplayed},

@@ -11,8 +11,8 @@ import (
 	"github.com/idemkit/idem/server"
 )
 
-// commandCounter is a go-redis hook that counts the commands sent, and the
-// EVALSHA calls of each script.
+// commandCounter is a go-redis hook that counts the round trips (a command,
+// or a pipeline of several), and the EVALSHA calls of each script.
 type commandCounter struct {
 	mu       sync.Mutex
 	commands int
@@ -21,17 +21,25 @@ type commandCounter struct {
 
 func (c *commandCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
 
+// scriptNames names the store's scripts by their SHA-1.
+var scriptNames = map[string]string{claimScript.Hash(): "claim", finishScript.Hash(): "finish",
+	renewScript.Hash(): "renew", releaseScript.Hash(): "release", chargeScript.Hash(): "charge",
+	usageScript.Hash(): "usage", markScript.Hash(): "mark"}
+
+// note counts cmd's script, if it is one; c.mu is held.
+func (c *commandCounter) note(cmd redis.Cmder) {
+	if args := cmd.Args(); cmd.Name() == "evalsha" && len(args) > 1 {
+		if sha, ok := args[1].(string); ok {
+			c.scripts[scriptNames[sha]]++
+		}
+	}
+}
+
 func (c *commandCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	names := map[string]string{claimScript.Hash(): "claim", finishScript.Hash(): "finish",
-		renewScript.Hash(): "renew", releaseScript.Hash(): "release"}
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		c.mu.Lock()
 		c.commands++
-		if args := cmd.Args(); cmd.Name() == "evalsha" && len(args) > 1 {
-			if sha, ok := args[1].(string); ok {
-				c.scripts[names[sha]]++
-			}
-		}
+		c.note(cmd)
 		c.mu.Unlock()
 		return next(ctx, cmd)
 	}
@@ -40,7 +48,10 @@ func (c *commandCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (c *commandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		c.mu.Lock()
-		c.commands += len(cmds)
+		c.commands++ // one round trip
+		for _, cmd := range cmds {
+			c.note(cmd)
+		}
 		c.mu.Unlock()
 		return next(ctx, cmds)
 	}
@@ -56,7 +67,8 @@ func (c *commandCounter) take() (int, map[string]int) {
 }
 
 // Round trips per outcome, counted on the wire: a first request costs exactly
-// two (claim + finish) plus its renewals, a replay exactly one.
+// two (claim, then finish and the scope's charge in one pipeline) plus its
+// renewals, a replay exactly one.
 func TestRoundTrips(t *testing.T) {
 	t.Parallel()
 	c := newClient(t)
@@ -68,11 +80,14 @@ func TestRoundTrips(t *testing.T) {
 	if err := s.checkOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	for _, sc := range []*redis.Script{claimScript, finishScript, renewScript, releaseScript} {
+	for _, sc := range []*redis.Script{claimScript, finishScript, renewScript, releaseScript, chargeScript} {
 		if err := sc.Load(context.Background(), c).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
+	// A first request of its own: a pipeline may open a second connection
+	// of the pool.
+	mustDo(t, s, req("warm", "fp"), func(context.Context) (*server.Response, bool) { return response(201, "x"), true })
 	c.AddHook(counter)
 
 	const lockTTL = 600 * time.Millisecond

@@ -28,6 +28,8 @@ type Store struct {
 	checkMu sync.Mutex
 	checked atomic.Bool // Check passed once: Do does not ask again
 
+	usage usageCache // the scopes' usage as Redis last reported it (WithScopeLimits)
+
 	// onPoll, when set (tests), is called each time a waiting Do finds the
 	// owner still running, before it sleeps.
 	onPoll func()
@@ -50,7 +52,8 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 	if client == nil {
 		panic("redisstore: New(nil): want a Redis client")
 	}
-	cfg := config{prefix: DefaultPrefix, opTimeout: DefaultOpTimeout, settleReplicasFor: defaultSettleReplicasFor}
+	cfg := config{prefix: DefaultPrefix, opTimeout: DefaultOpTimeout, settleReplicasFor: defaultSettleReplicasFor,
+		scopeMaxEntries: DefaultScopeMaxEntries, scopeMaxBytes: DefaultScopeMaxBytes}
 	for _, o := range opts {
 		if o == nil {
 			panic("redisstore: New(nil Option): want an Option")
@@ -110,6 +113,12 @@ func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) 
 			return server.Result{}, err
 		}
 		if held == nil {
+			// A new key: its scope must be within its share (a replay or a
+			// duplicate costs the scope nothing, and is served either way).
+			if err := s.admit(ctx, req.Scope); err != nil {
+				_ = s.release(ctx, key, claim)
+				return server.Result{Waited: waited}, err
+			}
 			res, err := s.execute(ctx, key, claim, req, granted, run)
 			res.Waited = waited
 			return res, err
@@ -130,6 +139,11 @@ func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) 
 			return res, nil
 		}
 		if waitStart.IsZero() {
+			done, ok := server.WaitTurn(ctx)
+			if !ok { // as many duplicates wait as the process allows: answer now
+				return res, nil
+			}
+			defer done()
 			waitStart = time.Now()
 		}
 		if s.onPoll != nil {
@@ -314,7 +328,7 @@ func (s *Store) execute(ctx context.Context, key string, claim []byte, req serve
 	// while Redis was unreachable: finish succeeds while the key holds this
 	// claim or nothing, and only fails when another owner took it.
 	record := encodeRecord(req.Fingerprint, resp)
-	err := s.record(ctx, key, claim, record, req.TTL)
+	err := s.record(ctx, key, claim, record, req.TTL, s.chargeFor(req.Scope, key, record, req.TTL))
 	switch {
 	case err == nil:
 		// Recorded (if the lease had been lost, Redis was back before anyone
@@ -343,37 +357,79 @@ func (s *Store) execute(ctx context.Context, key string, claim []byte, req serve
 // and, with WithMinReplicas, WAITs for the replicas. It returns an error
 // wrapping ErrLeaseLost when another value holds the key, ErrNotReplicated
 // when the record was written but not acknowledged in time, or the Redis error.
-func (s *Store) record(ctx context.Context, key string, claim, record []byte, ttl time.Duration) error {
+func (s *Store) record(ctx context.Context, key string, claim, record []byte, ttl time.Duration, ch *charge) error {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.opTimeout+s.cfg.replicaTimeout)
 	defer cancel()
 	_, err := call(dctx, s.direct, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, s.recordOnce(ctx, key, claim, record, ttl)
+		return struct{}{}, s.recordOnce(ctx, key, claim, record, ttl, ch)
 	})
 	s.refreshOnError(err)
 	return err
 }
 
-func (s *Store) recordOnce(ctx context.Context, key string, claim, record []byte, ttl time.Duration) error {
-	var c redis.Scripter = s.client
-	if s.cfg.minReplicas > 0 {
-		conn, err := s.conn(ctx, key)
-		if err != nil {
+func (s *Store) recordOnce(ctx context.Context, key string, claim, record []byte, ttl time.Duration, ch *charge) error {
+	var n int64
+	var err error
+	var conn *redis.Conn
+	switch {
+	case s.cfg.minReplicas > 0:
+		// The record and its WAIT go over one connection to the key's
+		// master; the charge, whose key may be another master's, follows.
+		if conn, err = s.conn(ctx, key); err != nil {
 			return fmt.Errorf("redisstore: recording the response: %w", err)
 		}
 		defer func() { _ = conn.Close() }()
-		c = conn
+		n, err = finishScript.Run(ctx, conn, []string{key}, claim, record, millis(ttl)).Int64()
+	case ch != nil:
+		n, err = s.finishCharging(ctx, key, claim, record, ttl, ch)
+	default:
+		n, err = finishScript.Run(ctx, s.client, []string{key}, claim, record, millis(ttl)).Int64()
 	}
-	n, err := finishScript.Run(ctx, c, []string{key}, claim, record, millis(ttl)).Int64()
 	switch {
 	case err != nil:
 		return fmt.Errorf("redisstore: recording the response: %w", err)
 	case n != 1:
 		return fmt.Errorf("redisstore: %w: the claim expired and another owner holds the key", ErrLeaseLost)
 	}
-	if conn, ok := c.(*redis.Conn); ok {
-		return s.waitReplicas(ctx, conn)
+	if conn != nil {
+		err = s.waitReplicas(ctx, conn)
+		if ch != nil && (err == nil || errors.Is(err, ErrNotReplicated)) {
+			s.chargeAlone(ctx, ch)
+		}
 	}
-	return nil
+	return err
+}
+
+// finishCharging writes the record and charges it to its scope in one
+// pipeline (one round trip; on a Cluster, one to each of the two keys'
+// masters, in parallel), and returns finishScript's answer. The charge's
+// failure is not the record's: the scope's usage then misses one record.
+func (s *Store) finishCharging(ctx context.Context, key string, claim, record []byte, ttl time.Duration, ch *charge) (int64, error) {
+	var finish, charged *redis.Cmd
+	_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		finish = finishScript.EvalSha(ctx, p, []string{key}, claim, record, millis(ttl))
+		charged = s.queue(ctx, p, ch)
+		return nil
+	})
+	n, err := finish.Int64()
+	if redis.HasErrorPrefix(err, "NOSCRIPT") { // Redis restarted, or failed over: load it again
+		n, err = finishScript.Run(ctx, s.client, []string{key}, claim, record, millis(ttl)).Int64()
+	}
+	if redis.HasErrorPrefix(charged.Err(), "NOSCRIPT") {
+		s.chargeAlone(ctx, ch)
+	} else if charged.Err() == nil {
+		_, _ = s.noteUsage(ch.scope, charged.Val())
+	}
+	return n, err
+}
+
+// chargeAlone charges a record to its scope in a call of its own.
+func (s *Store) chargeAlone(ctx context.Context, ch *charge) {
+	res, err := chargeScript.Run(ctx, s.client, []string{s.usageKey(ch.scope)}, ch.bytes, millis(ch.ttl),
+		millis(bucketWidth(ch.ttl))).Result()
+	if err == nil {
+		_, _ = s.noteUsage(ch.scope, res)
+	}
 }
 
 // mark marks the caller's claim as one whose effect may have begun
@@ -440,8 +496,8 @@ func (s *Store) settle(ctx context.Context, key string, claim, record []byte, tt
 	written := false // the record is on the master; only WAIT failed
 	delay, ceiling := 20*time.Millisecond, settleCap
 	for attempt := 1; ; attempt++ {
-		time.Sleep(delay) // backoff between attempts
-		err := s.record(ctx, key, claim, record, ttl)
+		time.Sleep(delay)                                  // backoff between attempts
+		err := s.record(ctx, key, claim, record, ttl, nil) // not charged: the first attempt's charge may have landed
 		switch {
 		case err == nil:
 			s.logInfo("response recorded in the background", key, "attempts", attempt)

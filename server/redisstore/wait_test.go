@@ -2,6 +2,9 @@ package redisstore
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -158,4 +161,38 @@ func TestWaitBounded(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWaitTakesATurn: a duplicate polls only with a turn from the process's
+// Limits (server.WaitTurn); with none left it is answered 409 at once, and
+// sends Redis no poll.
+func TestWaitTakesATurn(t *testing.T) {
+	t.Parallel()
+	s, _, polls := polling(t, 1)
+	r := req("k", server.ExactBody(httptest.NewRequest(http.MethodPost, "/x", nil), []byte("{}")))
+	var effects atomic.Int32
+	release, done := startOwner(t, s, r, &effects, func() (*server.Response, bool) { return response(201, "first"), true })
+	defer func() {
+		close(release)
+		<-done
+	}()
+	lim := server.NewLimits(server.LimitWaiting(0))
+	h := server.Middleware(s, server.WithLimits(lim), server.WithInProgressWait(10*time.Second),
+		server.WithScope(func(*http.Request) (string, error) { return r.Scope, nil }))(neverHandler(t))
+	hr := httptest.NewRequest(http.MethodPost, "/x", strings.NewReader("{}"))
+	hr.Header.Set(server.HeaderKey, "k")
+	rec := httptest.NewRecorder()
+	start := time.Now()
+	h.ServeHTTP(rec, hr)
+	if rec.Code != http.StatusConflict || time.Since(start) > 2*time.Second || polls.Load() != 0 {
+		t.Errorf("a duplicate with no turn: %d after %v, %d polls; want 409 at once and no poll",
+			rec.Code, time.Since(start), polls.Load())
+	}
+}
+
+func neverHandler(t *testing.T) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		t.Error("the handler ran for a duplicate")
+		w.WriteHeader(http.StatusInternalServerError)
+	})
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -27,6 +29,7 @@ const (
 	ProblemBadJSON      = server.ProblemBase + "payments-bad-json"
 	ProblemInvalidValue = server.ProblemBase + "payments-invalid-value"
 	ProblemLedger       = server.ProblemBase + "payments-ledger-failed"
+	ProblemLedgerFull   = server.ProblemBase + "payments-ledger-full"
 )
 
 // errNoOwner is what the Owner hook may return for a caller it cannot place.
@@ -61,8 +64,12 @@ type CreateRequest struct {
 
 // ListResponse is the body of GET /payments.
 type ListResponse struct {
-	Count    int       `json:"count"`
+	// Count is how many payments match, in all pages.
+	Count int `json:"count"`
+	// Payments is this page.
 	Payments []Payment `json:"payments"`
+	// Next is the cursor of the next page (?after=Next), empty on the last.
+	Next string `json:"next,omitempty"`
 }
 
 // Create handles POST /payments: {"customer","amount","currency"} -> 201 with the payment.
@@ -110,6 +117,11 @@ func (a *API) Create(w http.ResponseWriter, r *http.Request) {
 		Owner: owner}
 	if err := a.Ledger.Insert(r.Context(), p); err != nil {
 		cause.Report(r.Context(), err)
+		if errors.Is(err, ErrLedgerFull) {
+			problem.Write(w, problem.Details{Type: ProblemLedgerFull, Title: "Ledger full",
+				Status: http.StatusInsufficientStorage, Detail: "the demo's ledger holds as many payments as it may, in all or for this caller"})
+			return
+		}
 		problem.Write(w, problem.Details{Type: ProblemLedger, Title: "Payment not taken",
 			Status: http.StatusServiceUnavailable, Detail: "the ledger could not record the payment", RetryAfter: time.Second})
 		return
@@ -124,31 +136,72 @@ func (a *API) Create(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(append(body, '\n'))
 }
 
-// List handles GET /payments?customer=C -> {"count":N,"payments":[...]}: the
-// payments of C (all when C is empty) that the caller made (see Owner).
+// Paging of GET /payments.
+const (
+	// DefaultPageSize is how many payments a page holds without ?limit.
+	DefaultPageSize = 100
+	// MaxPageSize is the largest ?limit accepted.
+	MaxPageSize = 1000
+)
+
+// List handles GET /payments?customer=C&limit=N&after=CURSOR ->
+// {"count":T,"payments":[...],"next":CURSOR}: the caller's payments (see
+// Owner) of C (all of the caller's when C is empty), oldest first, one page
+// at a time: at most N (1 to MaxPageSize, default DefaultPageSize) after the
+// payment CURSOR names (from the first when absent). count is how many such
+// payments the caller has in all; next, present when more follow, is the
+// cursor of the next page. A limit or cursor it cannot read is answered 422.
 func (a *API) List(w http.ResponseWriter, r *http.Request) {
 	owner, err := a.owner(r)
 	if err != nil {
 		writeUnauthenticated(w)
 		return
 	}
-	all, err := a.Ledger.List(r.Context(), r.URL.Query().Get("customer"))
+	q, detail := pageQuery(r.URL.Query())
+	if detail != "" {
+		problem.Write(w, problem.Details{Type: ProblemInvalidValue, Title: "Invalid page",
+			Status: http.StatusUnprocessableEntity, Detail: detail})
+		return
+	}
+	q.Owner = owner
+	pg, err := a.Ledger.Page(r.Context(), q)
 	if err != nil {
 		cause.Report(r.Context(), err)
 		problem.Write(w, problem.Details{Type: ProblemLedger, Title: "Ledger unavailable",
 			Status: http.StatusServiceUnavailable, Detail: "the ledger could not be read", RetryAfter: time.Second})
 		return
 	}
-	ps := []Payment{}
-	for _, p := range all {
-		if p.Owner == owner {
-			ps = append(ps, p)
-		}
+	out := ListResponse{Count: pg.Total, Payments: pg.Payments}
+	if out.Payments == nil {
+		out.Payments = []Payment{}
 	}
-	body, _ := json.Marshal(ListResponse{Count: len(ps), Payments: ps})
+	if pg.More && len(pg.Payments) > 0 {
+		out.Next = strconv.FormatInt(pg.Payments[len(pg.Payments)-1].Seq, 10)
+	}
+	body, _ := json.Marshal(out)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	_, _ = w.Write(append(body, '\n'))
+}
+
+// pageQuery reads customer, limit and after; detail says what is wrong.
+func pageQuery(v url.Values) (q Query, detail string) {
+	q = Query{Customer: v.Get("customer"), Limit: DefaultPageSize}
+	if s := v.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > MaxPageSize {
+			return Query{}, fmt.Sprintf(`"limit" must be a whole number from 1 to %d`, MaxPageSize)
+		}
+		q.Limit = n
+	}
+	if s := v.Get("after"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			return Query{}, `"after" must be the "next" cursor of an earlier page`
+		}
+		q.After = n
+	}
+	return q, ""
 }
 
 func (in CreateRequest) validate() string {

@@ -22,7 +22,7 @@ var errLedgerDown = errors.New("ledger down")
 type fakeLedger struct {
 	MemLedger
 	insertErr, listErr error
-	nilList            bool // List returns a nil slice
+	nilList            bool // Page returns a nil slice
 }
 
 func (l *fakeLedger) Insert(ctx context.Context, p Payment) error {
@@ -32,14 +32,14 @@ func (l *fakeLedger) Insert(ctx context.Context, p Payment) error {
 	return l.MemLedger.Insert(ctx, p)
 }
 
-func (l *fakeLedger) List(ctx context.Context, customer string) ([]Payment, error) {
+func (l *fakeLedger) Page(ctx context.Context, q Query) (Page, error) {
 	if l.listErr != nil {
-		return nil, l.listErr
+		return Page{}, l.listErr
 	}
 	if l.nilList {
-		return nil, nil
+		return Page{}, nil
 	}
-	return l.MemLedger.List(ctx, customer)
+	return l.MemLedger.Page(ctx, q)
 }
 
 var created = time.Date(2025, 3, 4, 5, 6, 7, 8, time.FixedZone("X", 3600))
@@ -110,7 +110,7 @@ func TestCreate(t *testing.T) {
 		t.Errorf("body = %s, want %s", rec.Body, want)
 	}
 	ps, _ := l.List(context.Background(), "")
-	if len(ps) != 1 || ps[0] != (Payment{ID: "pay_1", Customer: "ada", Amount: 1000, Currency: "EUR", Created: created.UTC()}) {
+	if len(ps) != 1 || ps[0] != (Payment{ID: "pay_1", Customer: "ada", Amount: 1000, Currency: "EUR", Created: created.UTC(), Seq: 1}) {
 		t.Errorf("ledger = %+v", ps)
 	}
 }
@@ -467,4 +467,116 @@ func TestCreateBehindMiddleware(t *testing.T) {
 	if n := l.Count(""); n != 2 {
 		t.Errorf("ledger holds %d payments, want 2", n)
 	}
+}
+
+// TestListPages: GET /payments answers one page at a time (issue 27: one
+// anonymous GET /payments returned 42.5 MB, and twenty at once took the demo
+// to 3.68 GB): at most DefaultPageSize payments, or ?limit, with the cursor of
+// the next page and the count of every page; following the cursors lists each
+// payment once, in order.
+func TestListPages(t *testing.T) {
+	t.Parallel()
+	a, _ := newAPI()
+	const n = DefaultPageSize*2 + 50
+	for i := range n {
+		customer := "ada"
+		if i%2 == 1 {
+			customer = "bob"
+		}
+		if rec := create(a, `{"customer":"`+customer+`","amount":1,"currency":"EUR"}`); rec.Code != http.StatusCreated {
+			t.Fatalf("create: %d", rec.Code)
+		}
+	}
+	page := func(target string) ListResponse {
+		t.Helper()
+		rec := list(a, target)
+		var got ListResponse
+		if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &got) != nil {
+			t.Fatalf("GET %s = %d %s", target, rec.Code, rec.Body)
+		}
+		return got
+	}
+	for _, c := range []struct {
+		query string
+		limit int
+		total int
+	}{{"", DefaultPageSize, n}, {"limit=7", 7, n}, {"customer=bob&limit=40", 40, n / 2}} {
+		var ids []string
+		next := ""
+		for pages := 0; ; pages++ {
+			target := "/payments?" + c.query
+			if next != "" {
+				target += "&after=" + next
+			}
+			got := page(target)
+			if got.Count != c.total || len(got.Payments) > c.limit {
+				t.Fatalf("GET %s: count %d, %d payments; want count %d, at most %d", target, got.Count, len(got.Payments), c.total, c.limit)
+			}
+			for _, p := range got.Payments {
+				ids = append(ids, p.ID)
+			}
+			if got.Next == "" {
+				break
+			}
+			if len(got.Payments) != c.limit || pages > n {
+				t.Fatalf("GET %s: a page of %d before the last, want %d", target, len(got.Payments), c.limit)
+			}
+			next = got.Next
+		}
+		if len(ids) != c.total {
+			t.Fatalf("%q: the pages listed %d payments, want %d", c.query, len(ids), c.total)
+		}
+		for i := 1; i < len(ids); i++ {
+			var x, y int
+			fmt.Sscanf(ids[i-1], "pay_%d", &x)
+			fmt.Sscanf(ids[i], "pay_%d", &y)
+			if y <= x {
+				t.Fatalf("%q: %s after %s: not oldest first, or listed twice", c.query, ids[i], ids[i-1])
+			}
+		}
+	}
+	for _, bad := range []string{"limit=0", "limit=1001", "limit=x", "after=-1", "after=x"} {
+		checkProblem(t, list(a, "/payments?"+bad), http.StatusUnprocessableEntity, ProblemInvalidValue)
+	}
+}
+
+// TestBoundedMemLedger: a bounded ledger holds at most its size, and an owner
+// that floods stops at the ledger's last eighth, which the owners within
+// their share still get (issue 27: 300,000 payments in 8.5 s, no bound); a
+// full ledger is answered 507, not retried.
+func TestBoundedMemLedger(t *testing.T) {
+	t.Parallel()
+	l := NewBoundedMemLedger(16) // share 2
+	ctx := context.Background()
+	insert := func(owner string) error { return l.Insert(ctx, Payment{ID: "p", Customer: "c", Owner: owner}) }
+	for i := range 14 {
+		if err := insert("flood"); err != nil {
+			t.Fatalf("insert %d of the flooding owner: %v", i+1, err)
+		}
+	}
+	if err := insert("flood"); !errors.Is(err, ErrLedgerFull) {
+		t.Fatalf("the flooding owner's 15th payment: %v, want ErrLedgerFull", err)
+	}
+	for i := range 2 {
+		if err := insert("other"); err != nil {
+			t.Fatalf("another owner's payment %d, within its share: %v", i+1, err)
+		}
+	}
+	if err := insert("third"); !errors.Is(err, ErrLedgerFull) {
+		t.Fatalf("a payment past the ledger's size: %v, want ErrLedgerFull", err)
+	}
+	if n := l.Count(""); n != 16 {
+		t.Errorf("%d payments, want 16", n)
+	}
+	a := &API{Ledger: l, Owner: func(*http.Request) (string, error) { return "flood", nil }}
+	checkProblem(t, create(a, `{"customer":"ada","amount":1,"currency":"EUR"}`), http.StatusInsufficientStorage, ProblemLedgerFull)
+	if p := mustPanic(func() { NewBoundedMemLedger(0) }); p != "payments: NewBoundedMemLedger(0): want n >= 1" {
+		t.Errorf("panic %q", p)
+	}
+}
+
+func mustPanic(f func()) (msg string) {
+	defer func() { msg, _ = recover().(string) }()
+	f()
+	return ""
 }

@@ -41,6 +41,8 @@ type Ledger struct {
 	name  string // quoted
 	ins   string
 	list  string
+	page  string
+	total string
 }
 
 var _ payments.Ledger = (*Ledger)(nil)
@@ -59,6 +61,9 @@ func New(pool *pgxpool.Pool, table string) (*Ledger, error) {
 		ins:   "INSERT INTO " + t + " (id, customer, amount, currency, created, owner) VALUES ($1, $2, $3, $4, $5, $6)",
 		list: "SELECT id, customer, amount, currency, created, owner FROM " + t +
 			" WHERE $1 = '' OR customer = $1 ORDER BY seq",
+		page: "SELECT id, customer, amount, currency, created, owner, seq FROM " + t +
+			" WHERE owner = $1 AND ($2 = '' OR customer = $2) AND seq > $3 ORDER BY seq LIMIT $4",
+		total: "SELECT count(*) FROM " + t + " WHERE owner = $1 AND ($2 = '' OR customer = $2)",
 	}, nil
 }
 
@@ -225,6 +230,41 @@ func (l *Ledger) List(ctx context.Context, customer string) ([]payments.Payment,
 		return nil, fmt.Errorf("pgledger: list: %w", err)
 	}
 	return out, nil
+}
+
+// Page returns the page q asks for: the owner's payments (of q.Customer when
+// not empty) with a seq past q.After, oldest first, at most q.Limit, and how
+// many of the owner's (and customer's) payments there are in all. Both
+// statements run in the request's pgstore transaction when ctx has one.
+func (l *Ledger) Page(ctx context.Context, q payments.Query) (payments.Page, error) {
+	var db interface {
+		Query(context.Context, string, ...any) (pgx.Rows, error)
+		QueryRow(context.Context, string, ...any) pgx.Row
+	} = l.pool
+	if tx := pgstore.Tx(ctx); tx != nil {
+		db = tx
+	}
+	rows, err := db.Query(ctx, l.page, q.Owner, q.Customer, q.After, q.Limit+1)
+	if err != nil {
+		return payments.Page{}, fmt.Errorf("pgledger: page: %w", err)
+	}
+	ps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (payments.Payment, error) {
+		var p payments.Payment
+		err := r.Scan(&p.ID, &p.Customer, &p.Amount, &p.Currency, &p.Created, &p.Owner, &p.Seq)
+		p.Created = p.Created.UTC()
+		return p, err
+	})
+	if err != nil {
+		return payments.Page{}, fmt.Errorf("pgledger: page: %w", err)
+	}
+	pg := payments.Page{Payments: ps}
+	if len(ps) > q.Limit {
+		pg.Payments, pg.More = ps[:q.Limit], true
+	}
+	if err := db.QueryRow(ctx, l.total, q.Owner, q.Customer).Scan(&pg.Total); err != nil {
+		return payments.Page{}, fmt.Errorf("pgledger: page: %w", err)
+	}
+	return pg, nil
 }
 
 // Count returns how many payments customer has (all when customer is empty).

@@ -189,3 +189,57 @@ func describe(t *testing.T, pool *pgxpool.Pool, table string) string {
 	}
 	return fmt.Sprintf("%s (%d rows)", cols, rows)
 }
+
+// TestLedgerPage: Page lists one owner's payments a page at a time, oldest
+// first, with the count of all of them, as the API's GET /payments pages them.
+func TestLedgerPage(t *testing.T) {
+	t.Parallel()
+	pool := testPool(t, 4)
+	l, err := pgledger.New(pool, testTable(t, pool, "pay_page"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := l.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	for i := range 7 {
+		owner, customer := "o", "a"
+		if i == 3 {
+			owner = "x" // another owner's: never listed to o
+		}
+		if i%2 == 1 {
+			customer = "b"
+		}
+		p := payments.Payment{ID: fmt.Sprintf("p%d", i), Customer: customer, Amount: 1, Currency: "EUR", Created: at, Owner: owner}
+		if err := l.Insert(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ids []string
+	q := payments.Query{Owner: "o", Limit: 2}
+	for {
+		pg, err := l.Page(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pg.Total != 6 || len(pg.Payments) > 2 {
+			t.Fatalf("Page(%+v): total %d, %d payments; want 6 and at most 2", q, pg.Total, len(pg.Payments))
+		}
+		for _, p := range pg.Payments {
+			ids = append(ids, p.ID)
+		}
+		if !pg.More {
+			break
+		}
+		q.After = pg.Payments[len(pg.Payments)-1].Seq
+	}
+	if got := strings.Join(ids, ","); got != "p0,p1,p2,p4,p5,p6" {
+		t.Errorf("pages listed %s, want p0,p1,p2,p4,p5,p6", got)
+	}
+	pg, err := l.Page(ctx, payments.Query{Owner: "o", Customer: "b", Limit: 10})
+	if err != nil || pg.Total != 2 || len(pg.Payments) != 2 || pg.More || pg.Payments[0].ID != "p1" || pg.Payments[1].ID != "p5" {
+		t.Errorf("customer b's page = %+v, %v; want p1 and p5, total 2", pg, err)
+	}
+}
