@@ -86,7 +86,7 @@ func floodScope(t *testing.T, s *Store, scope string, from, n int, body string) 
 // records at most the one key it sends before it learns of it; the bytes
 // bound holds as the entries bound does; and every topology counts alike
 // (a Cluster puts a scope's usage and its records on different masters;
-// WithMinReplicas charges after the record's WAIT).
+// WithMinReplicas charges in the record's pipeline, before its WAIT).
 func TestScopeLimitsAreSharedByInstances(t *testing.T) {
 	t.Parallel()
 	topologies := []struct {
@@ -96,7 +96,7 @@ func TestScopeLimitsAreSharedByInstances(t *testing.T) {
 	}{
 		{"single", func(t *testing.T) redis.UniversalClient { return sharedRedis(t) }, nil},
 		{"cluster", func(t *testing.T) redis.UniversalClient { return clusterClient(t) }, nil},
-		// The record and its WAIT on one connection, the charge after them.
+		// The record, its charge and its WAIT on one connection.
 		{"sentinel, min replicas 1", func(t *testing.T) redis.UniversalClient { return sentinelClient(t) },
 			[]Option{WithMinReplicas(1, 2*time.Second)}},
 	}

@@ -374,14 +374,21 @@ func (s *Store) recordOnce(ctx context.Context, key string, claim, record []byte
 	switch {
 	case s.cfg.minReplicas > 0:
 		// The record and its WAIT go over one connection to the key's
-		// master; the charge, whose key may be another master's, follows.
+		// master. On one master (not a Cluster) the charge rides in the
+		// record's pipeline, as without WAIT; on a Cluster its key may be
+		// another master's, and it follows the WAIT.
 		if conn, err = s.conn(ctx, key); err != nil {
 			return fmt.Errorf("redisstore: recording the response: %w", err)
 		}
 		defer func() { _ = conn.Close() }()
-		n, err = finishScript.Run(ctx, conn, []string{key}, claim, record, millis(ttl)).Int64()
+		if _, oneMaster := s.client.(*redis.Client); oneMaster && ch != nil {
+			n, err = s.finishCharging(ctx, conn, key, claim, record, ttl, ch)
+			ch = nil // charged
+		} else {
+			n, err = finishScript.Run(ctx, conn, []string{key}, claim, record, millis(ttl)).Int64()
+		}
 	case ch != nil:
-		n, err = s.finishCharging(ctx, key, claim, record, ttl, ch)
+		n, err = s.finishCharging(ctx, s.client, key, claim, record, ttl, ch)
 	default:
 		n, err = finishScript.Run(ctx, s.client, []string{key}, claim, record, millis(ttl)).Int64()
 	}
@@ -403,17 +410,18 @@ func (s *Store) recordOnce(ctx context.Context, key string, claim, record []byte
 // finishCharging writes the record and charges it to its scope in one
 // pipeline (one round trip; on a Cluster, one to each of the two keys'
 // masters, in parallel), and returns finishScript's answer. The charge's
-// failure is not the record's: the scope's usage then misses one record.
-func (s *Store) finishCharging(ctx context.Context, key string, claim, record []byte, ttl time.Duration, ch *charge) (int64, error) {
+// failure is not the record's: the scope's usage then misses one record. c
+// is the store's client, or the connection the record's WAIT will use.
+func (s *Store) finishCharging(ctx context.Context, c pipeScripter, key string, claim, record []byte, ttl time.Duration, ch *charge) (int64, error) {
 	var finish, charged *redis.Cmd
-	_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		finish = finishScript.EvalSha(ctx, p, []string{key}, claim, record, millis(ttl))
 		charged = s.queue(ctx, p, ch)
 		return nil
 	})
 	n, err := finish.Int64()
 	if redis.HasErrorPrefix(err, "NOSCRIPT") { // Redis restarted, or failed over: load it again
-		n, err = finishScript.Run(ctx, s.client, []string{key}, claim, record, millis(ttl)).Int64()
+		n, err = finishScript.Run(ctx, c, []string{key}, claim, record, millis(ttl)).Int64()
 	}
 	if redis.HasErrorPrefix(charged.Err(), "NOSCRIPT") {
 		s.chargeAlone(ctx, ch)
@@ -421,6 +429,13 @@ func (s *Store) finishCharging(ctx context.Context, key string, claim, record []
 		_, _ = s.noteUsage(ch.scope, charged.Val())
 	}
 	return n, err
+}
+
+// pipeScripter is what finishCharging sends through: the store's client, or
+// one of its connections.
+type pipeScripter interface {
+	redis.Scripter
+	Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
 }
 
 // chargeAlone charges a record to its scope in a call of its own.
