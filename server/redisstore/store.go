@@ -103,12 +103,19 @@ func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) 
 	poll := pollFirst
 	var waitStart time.Time  // when a look first found the key claimed
 	var waited time.Duration // Result.Waited: from waitStart to the last look
+	var last server.Result   // the last look's in-progress answer
 	for {
 		granted := time.Now() // the lease runs from no later than this
 		if !waitStart.IsZero() {
 			waited = granted.Sub(waitStart)
 		}
 		held, pttl, err := s.acquire(ctx, key, claim, req)
+		if err != nil && !waitStart.IsZero() && ctx.Err() != nil {
+			// The client left while a look again was on its way: it no
+			// longer waits, and the last look's answer stands.
+			last.Waited = waited
+			return last, nil
+		}
 		if err != nil {
 			return server.Result{}, err
 		}
@@ -128,6 +135,7 @@ func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) 
 		if err != nil || res.Outcome != server.OutcomeInProgress {
 			return res, err
 		}
+		last = res
 		// Another owner runs the handler: look again until it finishes
 		// (replay), releases (claim and run), or the wait is over. A waiter
 		// holds nothing in Redis: each look is one claim script.

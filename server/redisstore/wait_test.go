@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/idemkit/idem/server"
 )
 
@@ -195,4 +197,58 @@ func neverHandler(t *testing.T) http.Handler {
 		t.Error("the handler ran for a duplicate")
 		w.WriteHeader(http.StatusInternalServerError)
 	})
+}
+
+// cancelOnLook is a go-redis hook that, once armed, cancels the waiting
+// client's context as its next look's claim script is sent: the client
+// leaves while a look again is on its way.
+type cancelOnLook struct {
+	armed  atomic.Bool
+	cancel context.CancelFunc
+}
+
+func (h *cancelOnLook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *cancelOnLook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.armed.CompareAndSwap(true, false) {
+			h.cancel()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *cancelOnLook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestWaitClientLeavesDuringALook: a duplicate whose client leaves while a
+// look again is on its way to Redis answers in progress, as one that leaves
+// between looks does, not a claim error (a 503 that invites a retry). It
+// failed about once in a loaded CI run before the fix, when the poll's timer
+// won the race against the cancellation.
+func TestWaitClientLeavesDuringALook(t *testing.T) {
+	t.Parallel()
+	owner, c := newTestStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hook := &cancelOnLook{cancel: cancel}
+	hooked := redis.NewClient(&redis.Options{Addr: c.Options().Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = hooked.Close() })
+	hooked.AddHook(hook)
+	waiter := New(hooked, WithPrefix(owner.cfg.prefix))
+	waiter.onPoll = func() { hook.armed.Store(true) } // the look after this poll
+	r := req("k", "fp")
+	var effects atomic.Int32
+	release, done := startOwner(t, owner, r, &effects, func() (*server.Response, bool) { return response(201, "x"), true })
+	defer func() { close(release); <-done }()
+	dup := r
+	dup.Wait = 10 * time.Second
+	res, err := waiter.Do(ctx, dup, neverRun(t))
+	if err != nil || res.Outcome != server.OutcomeInProgress {
+		t.Fatalf("got %v, %v; want in-progress", res.Outcome, err)
+	}
+	if res.Waited <= 0 {
+		t.Errorf("Waited %v, want the time it waited", res.Waited)
+	}
 }
