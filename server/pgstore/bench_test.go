@@ -142,8 +142,9 @@ func BenchmarkPaymentsParallel(b *testing.B) { benchPayments(b, true) }
 
 // BenchmarkRequestCosts serves POST /payments in-process, one case per
 // sub-benchmark: the own-transaction baseline (bare), a new key and a replay
-// through the store, with allocations per request (-benchmem). Its times
-// include PostgreSQL's commit; its allocations are this process's alone, and
+// through the store, with allocations per request and this process's CPU
+// time per request (cpu-µs/op: PostgreSQL's is not in it). Its times include
+// PostgreSQL's commit; its allocations are this process's alone, and
 // repeatable.
 func BenchmarkRequestCosts(b *testing.B) {
 	e := newEnv(b)
@@ -178,9 +179,11 @@ func BenchmarkRequestCosts(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
+			cpu := processCPU()
 			for b.Loop() {
 				do(b, c.h, c.key())
 			}
+			b.ReportMetric(float64((processCPU()-cpu).Microseconds())/float64(b.N), "cpu-µs/op")
 		})
 	}
 }
