@@ -2,18 +2,21 @@ package pgstore
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
 
 // statements holds the SQL of one Store, built once for its table.
 type statements struct {
+	table         string // quoted
 	migrate       string
 	index         string // the expires_at index, schema-qualified, quoted
 	migrateIndex  string
 	tryLock       string
-	limits        string
+	tryLockCols   int // the columns tryLock returns: the claim's, then one per setting
 	read          string
 	probeOwner    string
 	readLive      string
@@ -45,9 +48,12 @@ func qualifiedIndexName(name string) string {
 	return pgx.Identifier{schema, table + "_expires_at_idx"}.Sanitize()
 }
 
-func newStatements(table string) statements {
+// newStatements builds the statements of a Store on table whose claims set
+// idleInTx and statement (0: the session's own setting) for their transaction.
+func newStatements(table string, idleInTx, statement time.Duration) statements {
 	t := quoteTable(table)
 	return statements{
+		table: t,
 		// CREATE INDEX takes a SHARE lock on the table before it sees that the
 		// index exists, and would wait for every claim in progress: Migrate runs
 		// it only when the index is missing (index), so an instance starts while
@@ -55,12 +61,15 @@ func newStatements(table string) statements {
 		// when the table exists. This package writes a row only with its
 		// response ('done'); 'claimed' is what earlier versions, which inserted
 		// the row at the claim and updated it at the record, wrote first.
+		// Versions before this one also checked state with a CHECK
+		// constraint, which PostgreSQL reparses at every INSERT (a tenth of
+		// what a request costs it): Migrate drops it (stateCheck).
 		migrate: fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %[1]s (
     scope         text        NOT NULL,
     key           text        NOT NULL,
     fingerprint   text        NOT NULL,
     owner_token   text        NOT NULL,
-    state         text        NOT NULL CHECK (state IN ('claimed', 'done')),
+    state         text        NOT NULL,
     status        integer,
     header_names  bytea[],
     header_values bytea[],
@@ -72,27 +81,8 @@ func newStatements(table string) statements {
 		index:        qualifiedIndexName(table),
 		migrateIndex: fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %[2]s ON %[1]s (expires_at)`, t, indexName(table)),
 
-		// $1 key lock, $2 claim mark, $3 owner token. The first statement of a
-		// claim, which never waits: it takes the key's lock (an advisory lock of
-		// the transaction, keyed by a hash of table, scope and key) if it is
-		// free, then the claim mark (keyed by the fingerprint too, by which a
-		// duplicate that cannot wait learns whether the request in progress has
-		// its fingerprint: probeOwner), and keeps the owner token in a
-		// transaction-local setting for insert. A CASE evaluates its WHEN
-		// clauses in order and stops at the first true one. false: another
-		// transaction holds the key (or an earlier version's claim holds the
-		// mark); it may still be a replay's, which read then finds.
-		// $1, $2 milliseconds, or '' to keep the session's setting: the
-		// claim's transaction ends if it waits longer than $1 for a statement
-		// (WithIdleInTxTimeout), and each of its statements is cancelled after
-		// $2 (WithStatementTimeout).
-		limits: `SELECT set_config('idle_in_transaction_session_timeout',
-                  coalesce(nullif($1::text, ''), current_setting('idle_in_transaction_session_timeout')), true),
-       set_config('statement_timeout', coalesce(nullif($2::text, ''), current_setting('statement_timeout')), true)`,
-
-		tryLock: `SELECT CASE WHEN NOT pg_try_advisory_xact_lock($1) THEN false
-            WHEN NOT pg_try_advisory_xact_lock($2) THEN false
-            ELSE set_config('idem.owner', $3, true) IS NOT NULL END`,
+		tryLock:     tryLock(idleInTx, statement),
+		tryLockCols: 1 + settings(idleInTx, statement),
 
 		// $1 scope, $2 key: the key's record, live or expired, if any. The
 		// second statement of a claim, pipelined after tryLock: a
@@ -166,4 +156,51 @@ SELECT CASE count(*) WHEN 1 THEN 1
  WHERE ctid = ANY (ARRAY(SELECT ctid FROM %[1]s WHERE expires_at <= clock_timestamp()
                          LIMIT $1 FOR UPDATE SKIP LOCKED))`, t),
 	}
+}
+
+// tryLock is the first statement of a claim, which never waits: $1 key lock,
+// $2 claim mark, $3 owner token. It takes the key's lock (an advisory lock of
+// the transaction, keyed by a hash of table, scope and key) if it is free,
+// then the claim mark (keyed by the fingerprint too, by which a duplicate that
+// cannot wait learns whether the request in progress has its fingerprint:
+// probeOwner), and keeps the owner token in a transaction-local setting for
+// insert. A CASE evaluates its WHEN clauses in order and stops at the first
+// true one. false: another transaction holds the key (or an earlier version's
+// claim holds the mark); it may still be a replay's, which read then finds.
+//
+// The same statement sets, for the claim's transaction, the timeouts the
+// Store is configured with (WithIdleInTxTimeout, WithStatementTimeout; a zero
+// one is left out, keeping the session's setting): the claim's transaction
+// ends if it waits longer than idleInTx for a statement, and each of its
+// later statements is cancelled after statement. They are constants of the
+// Store, written into the statement, which is prepared once per connection.
+func tryLock(idleInTx, statement time.Duration) string {
+	q := `SELECT CASE WHEN NOT pg_try_advisory_xact_lock($1) THEN false
+            WHEN NOT pg_try_advisory_xact_lock($2) THEN false
+            ELSE set_config('idem.owner', $3, true) IS NOT NULL END`
+	for _, s := range []struct {
+		name string
+		d    time.Duration
+	}{{"idle_in_transaction_session_timeout", idleInTx}, {"statement_timeout", statement}} {
+		if s.d > 0 {
+			q += fmt.Sprintf(",\n       set_config('%s', '%s', true)", s.name, millis(s.d))
+		}
+	}
+	return q
+}
+
+// settings is how many timeouts tryLock sets.
+func settings(idleInTx, statement time.Duration) int {
+	n := 0
+	for _, d := range []time.Duration{idleInTx, statement} {
+		if d > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// millis is d in whole milliseconds, at least 1, for a setting.
+func millis(d time.Duration) string {
+	return strconv.FormatInt(max(d.Milliseconds(), 1), 10)
 }

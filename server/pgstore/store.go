@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -89,7 +88,7 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	if cfg.reserved >= maxConns {
 		panic(fmt.Sprintf("pgstore: WithReservedConns(%d): want fewer than the pool's MaxConns (%d)", cfg.reserved, maxConns))
 	}
-	return &Store{pool: pool, cfg: cfg, sql: newStatements(cfg.table), slots: newHandlerSlots(maxConns, cfg.reserved),
+	return &Store{pool: pool, cfg: cfg, sql: newStatements(cfg.table, cfg.idleInTx, cfg.statement), slots: newHandlerSlots(maxConns, cfg.reserved),
 		polls: make(lookSlots, looksFor(maxConns, cfg.reserved))}
 }
 
@@ -300,44 +299,28 @@ func (s *Store) acquire(ctx context.Context) (*pgxpool.Conn, error) {
 func (s *Store) claim(ctx context.Context, conn *pgx.Conn, req server.Request, owner string) (pgx.Tx, record, claimResult, error) {
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
-	limits := s.cfg.idleInTx > 0 || s.cfg.statement > 0
-	if limits {
-		b.Queue(s.sql.limits, millisOrEmpty(s.cfg.idleInTx), millisOrEmpty(s.cfg.statement))
-	}
 	b.Queue(s.sql.tryLock, s.keyLock(req), s.claimMark(req), owner)
 	b.Queue(s.sql.read, req.Scope, req.Key)
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.finishTimeout)
 	defer cancel()
 	br := conn.SendBatch(cctx, b)
 	tx := br.Tx()
-	r, c, err := claimResults(br, limits)
+	r, c, err := claimResults(br, s.sql.tryLockCols)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
 	return tx, r, c, err
 }
 
-// millisOrEmpty is d in whole milliseconds (at least 1) for a setting, or ""
-// for 0 (keep the session's setting).
-func millisOrEmpty(d time.Duration) string {
-	if d <= 0 {
-		return ""
-	}
-	return strconv.FormatInt(max(d.Milliseconds(), 1), 10)
-}
-
 // claimResults reads the results of claim's pipeline, BEGIN's first.
-func claimResults(br pgx.BatchResults, limits bool) (record, claimResult, error) {
+func claimResults(br pgx.BatchResults, tryLockCols int) (record, claimResult, error) {
 	if _, err := br.Exec(); err != nil {
 		return record{}, claimBusy, fmt.Errorf("begin: %w", err)
 	}
-	if limits {
-		if _, err := br.Exec(); err != nil {
-			return record{}, claimBusy, fmt.Errorf("setting the transaction's timeouts: %w", err)
-		}
-	}
 	var locked bool
-	if err := br.QueryRow().Scan(&locked); err != nil {
+	dest := make([]any, tryLockCols) // the settings' columns are skipped (nil)
+	dest[0] = &locked
+	if err := br.QueryRow().Scan(dest...); err != nil {
 		return record{}, claimBusy, err
 	}
 	var r record
