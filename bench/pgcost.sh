@@ -8,7 +8,9 @@
 #
 # It starts a private PostgreSQL 15 under callgrind on 127.0.0.1:port
 # (default 17101) in a temporary directory, runs the test against it, prints
-# the instructions per request of each case and, for each function named
+# the instructions per request of each case, those of a connection apart from
+# its requests (its start, its first statements' planning, the catalog caches)
+# and, for each function named
 # (PostgreSQL's C functions: ExecConstraints, set_config_by_name, ...), the
 # instructions per request spent in it (inclusive), then stops the server and
 # deletes the directory. Needs valgrind and PostgreSQL's server binaries
@@ -65,13 +67,14 @@ ir() {
 			awk -v f="$2" '{ for (i = 2; i <= NF; i++) if ($i ~ ("^[^:]*:" f "$")) { gsub(",", "", $1); s += $1 } } END { print s + 0 }'
 	fi
 }
-printf '%-10s %12s' case 'Ir/request'
+printf '%-10s %12s %16s' case 'Ir/request' 'Ir/connection'
 for f in "$@"; do printf ' %14s' "$f"; done
 echo
 for c in $(awk '{print $2}' "$dir/runs" | uniq); do
 	read -r n1 p1 <<<"$(awk -v c="$c" '$2 == c {print $3, $4; exit}' "$dir/runs")"
 	read -r n2 p2 <<<"$(awk -v c="$c" '$2 == c {l = $3 " " $4} END {print l}' "$dir/runs")"
-	printf '%-10s %12d' "$c" $((($(ir "$dir/cg/cg.$p2") - $(ir "$dir/cg/cg.$p1")) / (n2 - n1)))
+	per=$((($(ir "$dir/cg/cg.$p2") - $(ir "$dir/cg/cg.$p1")) / (n2 - n1)))
+	printf '%-10s %12d %16d' "$c" "$per" $(($(ir "$dir/cg/cg.$p1") - n1 * per))
 	for f in "$@"; do
 		printf ' %14d' $((($(ir "$dir/cg/cg.$p2" "$f") - $(ir "$dir/cg/cg.$p1" "$f")) / (n2 - n1)))
 	done
