@@ -45,11 +45,16 @@ func TestCostPerRequest(t *testing.T) {
 	e.execute(t, "replayed", "fp", new(int))
 
 	seq := 0
+	newKey := func(t *testing.T, _ *pgxpool.Pool, e env) {
+		seq++
+		e.execute(t, "cost-"+strconv.Itoa(seq)+"-"+strconv.FormatInt(time.Now().UnixNano(), 36), "fp", new(int))
+	}
 	cases := []struct {
 		name string
+		opts []pgstore.Option
 		run  func(t *testing.T, pool *pgxpool.Pool, e env)
 	}{
-		{"baseline", func(t *testing.T, pool *pgxpool.Pool, e env) {
+		{"baseline", nil, func(t *testing.T, pool *pgxpool.Pool, e env) {
 			tx, err := pool.Begin(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -62,11 +67,11 @@ func TestCostPerRequest(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
-		{"newkey", func(t *testing.T, _ *pgxpool.Pool, e env) {
-			seq++
-			e.execute(t, "cost-"+strconv.Itoa(seq)+"-"+strconv.FormatInt(time.Now().UnixNano(), 36), "fp", new(int))
-		}},
-		{"replay", func(t *testing.T, _ *pgxpool.Pool, e env) {
+		{"newkey", nil, newKey},
+		// The idle-in-transaction timeout left to the session (set on the
+		// role, the database or the connection string instead).
+		{"newkey_session_timeout", []pgstore.Option{pgstore.WithIdleInTxTimeout(0)}, newKey},
+		{"replay", nil, func(t *testing.T, _ *pgxpool.Pool, e env) {
 			res, err := e.store.Do(ctx, req("replayed", "fp"), func(context.Context) (*server.Response, bool) {
 				t.Fatal("replay ran the handler")
 				return &server.Response{Status: http.StatusInternalServerError}, false
@@ -79,7 +84,7 @@ func TestCostPerRequest(t *testing.T) {
 	for _, c := range cases {
 		for _, n := range []int{costRuns, 3 * costRuns} {
 			pool := costPool(t, url)
-			ce := newEnvOn(t, pool, keys, pays)
+			ce := newEnvOn(t, pool, keys, pays, c.opts...)
 			var pid uint32
 			conn, err := pool.Acquire(ctx)
 			if err != nil {
