@@ -17,16 +17,46 @@ STATICCHECK_VERSION := v0.8.2
 GOBIN_DIR   := $(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin)
 STATICCHECK ?= $(GOBIN_DIR)/staticcheck
 
-.PHONY: test vet fmt-check tidy-check tidy staticcheck release-check bench demo modules idem-check-thirdparty
+# test-module/MODULE (any module's directory) runs that module's tests alone.
+.PHONY: test test-serial vet fmt-check tidy-check tidy staticcheck release-check bench demo modules idem-check-thirdparty dist version
 
 modules:
 	@printf '%s\n' $(MODULES)
 
+# make test runs the modules' tests at once, TEST_JOBS modules at a time, each one's
+# output printed whole when it ends, with its time (GNU make 4's -j and
+# --output-sync; an older make runs them one by one); a failing module does not stop
+# the others. server/redisstore's tests fail over the Redis Cluster and Sentinel set
+# they are given (IDEM_REDIS_CLUSTER_ADDRS, IDEM_REDIS_SENTINEL_ADDRS), which
+# cmd/idem-server's and bench's tests use too: those three modules run one after
+# another (TEST_SERIAL), unless IDEM_FAILOVER_REDIS_CLUSTER_ADDRS and
+# IDEM_FAILOVER_REDIS_SENTINEL_ADDRS name another Cluster and Sentinel set (with the
+# same master name), server/redisstore's alone, as .ci/run starts. Modules share
+# nothing else: each one's private servers listen on a port range of its own
+# (internal/servicetest), and their PostgreSQL tables and Redis keys have names of
+# their own. TEST_LONG, the modules whose tests take longest, start first, longest
+# first.
+TEST_JOBS   ?= 4
+TEST_SERIAL := server/redisstore cmd/idem-server bench
+TEST_LONG   := server/redisstore bench . cmd/idem-check e2e cmd/idem-server
+TEST_SYNC   := $(if $(filter output-sync,$(.FEATURES)),-j$(TEST_JOBS) --output-sync=target,-j1)
+ifneq ($(and $(IDEM_FAILOVER_REDIS_CLUSTER_ADDRS),$(IDEM_FAILOVER_REDIS_SENTINEL_ADDRS)),)
+TEST_SERIAL :=
+test-module/server/redisstore: export IDEM_REDIS_CLUSTER_ADDRS = $(IDEM_FAILOVER_REDIS_CLUSTER_ADDRS)
+test-module/server/redisstore: export IDEM_REDIS_SENTINEL_ADDRS = $(IDEM_FAILOVER_REDIS_SENTINEL_ADDRS)
+endif
+
 test:
-	@set -e; for m in $(MODULES); do \
-		echo "== go test $(TESTFLAGS) ./... in $$m"; \
-		(cd $$m && $(GO) test $(TESTFLAGS) ./...); \
-	done
+	@$(MAKE) --no-print-directory --keep-going $(TEST_SYNC) test-serial $(addprefix test-module/,$(filter-out \
+		$(TEST_SERIAL),$(foreach m,$(TEST_LONG),$(filter $m,$(MODULES))) $(filter-out $(TEST_LONG),$(MODULES))))
+
+test-serial:
+	@fail=0; for m in $(TEST_SERIAL); do $(MAKE) --no-print-directory test-module/$$m || fail=1; done; exit $$fail
+
+test-module/%:
+	@echo "== go test $(TESTFLAGS) ./... in $*"; t=$$(date +%s); \
+	if (cd $* && $(GO) test $(TESTFLAGS) ./...); then s=ok; else s=FAIL; fi; \
+	echo "== $$s in $$(($$(date +%s) - t))s: go test in $*"; [ $$s = ok ]
 
 vet:
 	@set -e; for m in $(MODULES); do \
@@ -76,8 +106,39 @@ bench:
 demo:
 	$(GO) run ./examples/payments
 
-# idem-check's verdicts on Go Fiber v2's idempotency middleware: reruns every row
-# against it and rewrites the table and the evidence in cmd/idem-check/README.md
-# (make test checks that the committed table matches a fresh run).
+# idem-check's verdicts on Fiber v2's and v3's idempotency middleware and on the npm
+# package express-idempotency: reruns every row against each and rewrites the tables
+# and the evidence in cmd/idem-check/README.md (make test checks that the committed
+# tables match a fresh run; the express one needs node and npm).
 idem-check-thirdparty:
-	cd cmd/idem-check/thirdparty && $(GO) test -count=1 -run 'TestFiberVerdicts$$' . -update
+	cd cmd/idem-check/thirdparty && $(GO) test -count=1 -run 'TestThirdPartyVerdicts' . -update
+
+# Static binaries of idem-server and idem-check for people without Go, for each
+# GOOS/GOARCH of DIST_PLATFORMS, in dist/ (git-ignored): dist/idem-server-linux-amd64,
+# dist/idem-check-darwin-arm64 and so on, with dist/SHA256SUMS. CGO_ENABLED=0 makes
+# them static; -trimpath leaves the machine's paths out, so one tree and one Go
+# version give the same bytes. VERSION is stamped into each command's main.version
+# (what -version prints): make dist VERSION=v0.1.0, or else `git describe --tags
+# --always --dirty`, or else (a tree without git) "devel"; `make version` prints it.
+# .ci/dist-check runs the linux/amd64 binaries.
+DIST_PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+DIST_COMMANDS  := idem-server idem-check
+VERSION         = $(or $(shell git describe --tags --always --dirty 2>/dev/null),devel)
+SHA256SUM      ?= $(if $(shell command -v sha256sum),sha256sum,shasum -a 256)
+
+version: export IDEM_DIST_VERSION = $(VERSION)
+version:
+	@printf '%s\n' "$$IDEM_DIST_VERSION"
+
+# The version reaches the shell through the environment, whatever quotes it holds.
+dist: export IDEM_DIST_VERSION = $(VERSION)
+dist:
+	@set -e; v=$$IDEM_DIST_VERSION; \
+	case "$$v" in ""|*[!A-Za-z0-9._+-]*) echo "VERSION=$$v: want letters, digits and . _ + - only" >&2; exit 2;; esac; \
+	rm -rf dist; mkdir dist; \
+	for p in $(DIST_PLATFORMS); do for c in $(DIST_COMMANDS); do \
+		echo "== $$c $$v $$p"; \
+		(cd cmd/$$c && CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build -trimpath \
+			-ldflags "-s -w -X main.version=$$v" -o ../../dist/$$c-$${p%/*}-$${p#*/} .); \
+	done; done; \
+	cd dist && $(SHA256SUM) idem-* > SHA256SUMS && cat SHA256SUMS

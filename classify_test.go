@@ -56,7 +56,7 @@ func TestRetryTableStatus(t *testing.T) {
 	// come from the code under test.
 	idempotent := map[string]bool{"GET": true, "HEAD": true, "OPTIONS": true, "TRACE": true, "PUT": true, "DELETE": true}
 	statuses := []int{200, 201, 204, 301, 304, 400, 401, 403, 404, 405, 408, 409, 410, 412, 413, 415, 422, 425, 429,
-		451, 500, 501, 502, 503, 504, 505, 511}
+		451, 500, 501, 502, 503, 504, 505, 507, 511, 520}
 	const maxAttempts = 3
 	for _, m := range retryMethods {
 		for _, status := range statuses {

@@ -108,10 +108,13 @@ type Report struct {
 	// Stop says why the operation ended. Its values are stable:
 	//
 	//	"success"        a response with a status below 400
-	//	"final-status"   a response whose status is not retried (4xx, 501, ...)
-	//	"not-retryable"  an error known to be permanent, or a request that may
-	//	                 not be repeated (a POST or PATCH without a key), or a
-	//	                 body that cannot be sent again
+	//	"final-status"   a response whose status is not retried (4xx, 501, ...),
+	//	                 or that WithRetryIf said not to retry
+	//	"not-retryable"  an error known to be permanent, or an answer that could
+	//	                 have been retried (an error, a 503) to a request that
+	//	                 may not be repeated (a POST or PATCH without a key) or
+	//	                 whose body cannot be sent again (a stream); Status is
+	//	                 that answer's when it is a response
 	//	"exhausted"      the attempts (WithMaxAttempts) or polls ran out, or a
 	//	                 Retry-After asked for more than WithMaxRetryAfter
 	//	"deadline"       the next wait or attempt would pass the WithMaxElapsed

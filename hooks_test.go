@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -215,4 +218,87 @@ func TestLoggerLines(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestGivingUpWithoutARetryIsLoggedAndReported: a retryable answer (503) that
+// the operation cannot retry, because its body is a stream (no GetBody, no
+// length) or because it is a POST without a key, ends as "not-retryable" in
+// the Report, and WithLogger says so at Warn with the reason; a status that is
+// simply not retried (404), or that WithRetryIf refused, is "final-status"
+// and logs no give-up. Over a real server: the stream really is sent once.
+func TestGivingUpWithoutARetryIsLoggedAndReported(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		status   int
+		method   string
+		stream   bool
+		getBody  error // GetBody fails with it, when not nil
+		opts     []Option
+		stop     string
+		giveUp   string // a fragment of the Warn line, "" for none
+		attempts int32
+	}{
+		{"503 to a stream body", 503, http.MethodPut, true, nil, nil,
+			"not-retryable", `stop=not-retryable detail="the request body cannot be sent again`, 1},
+		{"503, and GetBody fails", 503, http.MethodPut, false, errors.New("spool gone"), nil,
+			"not-retryable", `stop=not-retryable detail="idem: request body cannot be replayed: spool gone"`, 1},
+		{"503 to a POST without a key", 503, http.MethodPost, false, nil, []Option{WithAutoKeys(false)},
+			"not-retryable", `stop=not-retryable detail="a POST without an Idempotency-Key is never repeated"`, 1},
+		{"404", 404, http.MethodPut, true, nil, nil, "final-status", "", 1},
+		{"503 that WithRetryIf refuses", 503, http.MethodPut, false, nil,
+			[]Option{WithRetryIf(func(*http.Response, error, bool) bool { return false })}, "final-status", "", 1},
+		{"503 to a replayable body", 503, http.MethodPut, false, nil, []Option{WithMaxAttempts(2)},
+			"exhausted", `stop=exhausted detail="all attempts used"`, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var n atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				n.Add(1)
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.WriteHeader(tc.status)
+			}))
+			t.Cleanup(srv.Close)
+			var logs bytes.Buffer
+			var reports []Report
+			opts := append([]Option{noWait(), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))),
+				WithOnDone(func(_ context.Context, r Report) { reports = append(reports, r) })}, tc.opts...)
+			tr := NewTransport(srv.Client().Transport, opts...)
+			var body io.Reader = strings.NewReader("payload")
+			if tc.stream {
+				body = io.MultiReader(body) // no GetBody, no length: a stream
+			}
+			req, err := http.NewRequest(tc.method, srv.URL, body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.getBody != nil {
+				req.GetBody = func() (io.ReadCloser, error) { return nil, tc.getBody }
+			}
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatalf("RoundTrip: %v; want the %d back", err, tc.status)
+			}
+			_ = resp.Body.Close()
+			if resp.StatusCode != tc.status || n.Load() != tc.attempts {
+				t.Errorf("%d after %d attempts at the server; want %d after %d", resp.StatusCode, n.Load(), tc.status, tc.attempts)
+			}
+			if len(reports) != 1 || reports[0].Stop != tc.stop {
+				t.Errorf("reports %+v; want one with Stop %q", reports, tc.stop)
+			}
+			line := ""
+			for l := range strings.Lines(logs.String()) {
+				if strings.Contains(l, `msg="idem: giving up"`) {
+					line = l
+				}
+			}
+			switch {
+			case tc.giveUp == "" && line != "":
+				t.Errorf("logged %q; want no give-up line for a status that is not retried", line)
+			case tc.giveUp != "" && (!strings.HasPrefix(line, "time=") || !strings.Contains(line, "level=WARN") || !strings.Contains(line, tc.giveUp)):
+				t.Errorf("give-up line %q; want a WARN with %s; the log:\n%s", line, tc.giveUp, logs.String())
+			}
+		})
+	}
 }

@@ -2,10 +2,12 @@ package idem
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,17 +19,20 @@ import (
 // lateServer answers the first request of an operation only when release is
 // closed (with first's status and the body "first"), and every later one with
 // later(n, w, r), n counting from 2. arrived receives each request's number
-// as it comes; gone receives the number of a request whose client left.
+// as it comes; gone receives the number of a request whose client left. A
+// request still held when the test ends is let go then, so that a client that
+// never leaves fails the test instead of hanging httptest's Close.
 type lateServer struct {
 	*httptest.Server
 	n       atomic.Int32
 	release chan struct{}
 	arrived chan int32
 	gone    chan int32
+	ended   chan struct{} // closed when the test ends
 }
 
 func newLateServer(t *testing.T, first int, later func(n int32, w http.ResponseWriter, r *http.Request)) *lateServer {
-	s := &lateServer{release: make(chan struct{}), arrived: make(chan int32, 100), gone: make(chan int32, 100)}
+	s := &lateServer{release: make(chan struct{}), arrived: make(chan int32, 100), gone: make(chan int32, 100), ended: make(chan struct{})}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		n := s.n.Add(1)
@@ -42,9 +47,11 @@ func newLateServer(t *testing.T, first int, later func(n int32, w http.ResponseW
 			_, _ = io.WriteString(w, "first")
 		case <-r.Context().Done():
 			s.gone <- n
+		case <-s.ended:
 		}
 	}))
 	t.Cleanup(s.Close)
+	t.Cleanup(func() { close(s.ended) }) // runs before s.Close
 	return s
 }
 
@@ -59,8 +66,11 @@ func inProgress(_ int32, w http.ResponseWriter, _ *http.Request) {
 
 // hold answers nothing until the client leaves, and reports it.
 func (s *lateServer) hold(n int32, _ http.ResponseWriter, r *http.Request) {
-	<-r.Context().Done()
-	s.gone <- n
+	select {
+	case <-r.Context().Done():
+		s.gone <- n
+	case <-s.ended:
+	}
 }
 
 // guard bounds an operation that should end long before: a test that fails
@@ -227,4 +237,95 @@ func TestLateAnswerAfterCallerCancel(t *testing.T) {
 	cancel()
 	assert.ErrorIs(t, waitFor(t, done, "the cancelled operation did not return"), context.Canceled)
 	assert.EqualValues(t, 1, waitFor(t, srv.gone, "the late attempt was not let go when the caller cancelled"), "the late attempt was let go")
+}
+
+// attemptContexts is a RoundTripper that keeps the context of every attempt
+// it passes on.
+type attemptContexts struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	ctxs []context.Context
+}
+
+func (a *attemptContexts) RoundTrip(req *http.Request) (*http.Response, error) {
+	a.mu.Lock()
+	a.ctxs = append(a.ctxs, req.Context())
+	a.mu.Unlock()
+	return a.next.RoundTrip(req)
+}
+
+func (a *attemptContexts) all() []context.Context {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]context.Context(nil), a.ctxs...)
+}
+
+// TestLateAttemptsCancelledWhenRoundTripReturns: keyed attempts still
+// running past WithAttemptTimeout are cancelled by the time RoundTrip
+// returns, whether it returns a later attempt's answer or gives up at the
+// cap: each such attempt's context is done, with errOperationEnded, the moment
+// RoundTrip has returned, and its server sees the client leave within
+// waitLimit. The held requests also end when the test does, so a broken rule
+// fails here with a message instead of hanging httptest's Close.
+func TestLateAttemptsCancelledWhenRoundTripReturns(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		answerAt int32 // the first request the server answers (201); the ones before it are held
+		opts     []Option
+		wantErr  bool
+	}{
+		{"a later attempt answers", 2, nil, false},
+		{"the cap ends the operation", 0, []Option{WithMaxAttempts(3), WithMaxElapsed(400 * time.Millisecond)}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var n atomic.Int32
+			gone := make(chan int32, 10)
+			release := make(chan struct{})
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				i := n.Add(1)
+				if tc.answerAt > 0 && i >= tc.answerAt {
+					w.WriteHeader(http.StatusCreated)
+					return
+				}
+				select {
+				case <-r.Context().Done():
+					gone <- i
+				case <-release: // the test has ended
+				}
+			}))
+			t.Cleanup(srv.Close)
+			t.Cleanup(func() { close(release) }) // runs before srv.Close
+			rec := &attemptContexts{next: srv.Client().Transport}
+			tr := NewTransport(rec, append([]Option{WithAttemptTimeout(50 * time.Millisecond),
+				WithBackoff(time.Millisecond, time.Millisecond)}, tc.opts...)...)
+
+			resp, err := tr.RoundTrip(mustRequest(t, guard(t), http.MethodPost, srv.URL, `{"amount":1}`))
+			ctxs := rec.all() // read before anything else can end them
+			if tc.wantErr != (err != nil) {
+				t.Fatalf("RoundTrip = %v, %v; want an error %v", resp, err, tc.wantErr)
+			}
+			if resp != nil {
+				_ = resp.Body.Close()
+			}
+			held := len(ctxs)
+			if tc.answerAt > 0 {
+				held = int(tc.answerAt) - 1
+			}
+			if held < 1 || len(ctxs) < held {
+				t.Fatalf("%d attempts, %d of them held; want at least one held past its time-out", len(ctxs), held)
+			}
+			for i, ctx := range ctxs[:held] {
+				if cause := context.Cause(ctx); !errors.Is(cause, errOperationEnded) {
+					t.Errorf("attempt %d, still running past WithAttemptTimeout when RoundTrip returned: its context's cause is %v; want %v",
+						i+1, cause, errOperationEnded)
+				}
+			}
+			for range held {
+				waitFor(t, gone, "an attempt held past WithAttemptTimeout: its server did not see the client leave after RoundTrip returned")
+			}
+		})
+	}
 }

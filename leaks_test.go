@@ -47,7 +47,17 @@ func (c *connCounter) count() int {
 func TestNoLeaksAfterFaults(t *testing.T) {
 	before := goroutines()
 	for _, h2 := range []bool{false, true} {
-		var n atomic.Int32
+		var n, holding atomic.Int32
+		quit := make(chan struct{})
+		// hold keeps a request until its client leaves, or the test lets it go.
+		hold := func(r *http.Request) {
+			holding.Add(1)
+			defer holding.Add(-1)
+			select {
+			case <-r.Context().Done():
+			case <-quit:
+			}
+		}
 		conns := &connCounter{open: map[net.Conn]bool{}}
 		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			_, _ = io.Copy(io.Discard, r.Body)
@@ -56,9 +66,9 @@ func TestNoLeaksAfterFaults(t *testing.T) {
 				w.WriteHeader(http.StatusServiceUnavailable)
 				_, _ = io.WriteString(w, "partial")
 				_ = http.NewResponseController(w).Flush()
-				<-r.Context().Done()
+				hold(r)
 			case "/hang": // no answer at all
-				<-r.Context().Done()
+				hold(r)
 			case "/reset": // the first attempt is reset
 				if n.Add(1) == 1 {
 					panic(http.ErrAbortHandler)
@@ -101,6 +111,12 @@ func TestNoLeaksAfterFaults(t *testing.T) {
 		if t2, ok := base.(*http.Transport); ok {
 			t2.CloseIdleConnections()
 		}
+		// Every client has left its held request: RoundTrip let go of what
+		// it did not return. Bounded, so that a request left running fails
+		// here instead of hanging srv.Close.
+		assert.Eventually(t, func() bool { return holding.Load() == 0 }, 5*time.Second, 10*time.Millisecond,
+			"h2=%v: %d requests still held after every RoundTrip returned: their attempts were never cancelled", h2, holding.Load())
+		close(quit)
 		srv.Close() // waits for the handlers
 		require.Eventually(t, func() bool { return conns.count() == 0 }, 5*time.Second, 10*time.Millisecond,
 			"h2=%v: %d connections left open", h2, conns.count())

@@ -194,7 +194,7 @@ func (o *operation) report(resp *http.Response, err error) Report {
 	}
 	if resp != nil {
 		r.Status = resp.StatusCode
-		if resp != o.last.resp || r.Stop == stopNotRetryable || r.Stop == "" {
+		if resp != o.last.resp || r.Stop == stopFinalStatus || r.Stop == "" {
 			// A late answer, or a status that is not retried.
 			r.Stop = stopFinalStatus
 			if r.Status < 400 {
@@ -417,13 +417,20 @@ func (o *operation) end(d decision) (*http.Response, error) {
 	}
 	o.stop = d.stop
 	if o.last.resp != nil {
-		if l := o.cfg.logger; l != nil && d.stop != stopNotRetryable {
-			// Giving up on a response that could have been retried.
+		if d.stop == stopNotRetryable && d.refusal == refuseFinal {
+			// A status that is not retried (or that WithRetryIf refused):
+			// the answer, not a retry given up on.
+			o.stop = stopFinalStatus
+			return o.last.resp, nil
+		}
+		if l := o.cfg.logger; l != nil {
+			// Giving up on a response that could have been retried: the
+			// retries ran out, or the request cannot be sent again.
 			l.LogAttrs(o.ctx, slog.LevelWarn, "idem: giving up", append(o.logAttrs(),
 				slog.Int("attempts", o.attempts),
 				slog.Int("status", o.last.resp.StatusCode),
 				slog.String("stop", d.stop),
-				slog.String("detail", d.detail))...)
+				slog.String("detail", o.giveUpDetail(d)))...)
 		}
 		return o.last.resp, nil
 	}
@@ -432,6 +439,22 @@ func (o *operation) end(d decision) (*http.Response, error) {
 		cause = context.Cause(o.ctx)
 	}
 	return nil, o.fail(cause, d.detail)
+}
+
+// giveUpDetail says, for the log, why d ends an operation on a response that
+// could have been retried ("" when its Stop says it all).
+func (o *operation) giveUpDetail(d decision) string {
+	switch {
+	case d.detail != "":
+		return d.detail
+	case d.refusal == refuseRequest: // a method that is not idempotent: never ""
+		return "a " + o.req.Method + " without an Idempotency-Key is never repeated"
+	case errors.Is(d.cause, ErrBodyNotReplayable) && d.cause != ErrBodyNotReplayable:
+		return d.cause.Error() // GetBody failed
+	case d.cause == ErrBodyNotReplayable:
+		return "the request body cannot be sent again: it has no GetBody, and its length is unknown or over WithBodyBufferLimit"
+	}
+	return ""
 }
 
 // contextStop returns the Report.Stop of an operation whose caller's context

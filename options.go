@@ -238,8 +238,14 @@ func WithBodyBufferLimit(n int64) Option {
 	return func(c *config) { c.bodyLimit = n }
 }
 
-// WithLogger logs each retry at level Info, and each operation that ends in an
-// *Error at level Warn (default: no logging). It panics if l is nil.
+// WithLogger logs each retry, each wait for a host hold and each turn a retry
+// waits for the retry quota at level Info; at level Warn, each retry the
+// budget refuses, and each operation that gives up: one that ends in an
+// *Error, and one that ends on a response it could have retried but did not
+// (the attempts or the time ran out, or the request cannot be sent again: a
+// stream body, a POST without a key), with the reason (default: no logging).
+// A response whose status is not retried is an answer, not logged. It panics
+// if l is nil.
 func WithLogger(l *slog.Logger) Option {
 	if l == nil {
 		badArg("WithLogger(nil)", "a *slog.Logger")

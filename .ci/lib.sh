@@ -4,20 +4,32 @@
 # (apt-get update first, at most once per run). Does nothing when all are there, so
 # it is cheap to call from every script that needs a package:
 #   . .ci/lib.sh; ensure_pkg pgbouncer
+# .ci/run runs its checks at once: their installs take turns (flock), and a package
+# another one installed meanwhile is not installed again.
 ensure_pkg() {
-	local pkg missing=()
-	for pkg in "$@"; do
-		if [ "$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null)" != "install ok installed" ]; then
-			missing+=("$pkg")
-		fi
-	done
-	[ "${#missing[@]}" -eq 0 ] && return 0
+	[ "$(missing_pkgs "$@")" ] || return 0
 	local sudo=()
 	[ "$(id -u)" -eq 0 ] || sudo=(sudo)
-	echo "== apt-get install ${missing[*]}"
-	if [ -z "${IDEM_CI_APT_UPDATED:-}" ]; then
-		"${sudo[@]}" apt-get update -qq
-		IDEM_CI_APT_UPDATED=1
-	fi
-	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+	(
+		if command -v flock >/dev/null; then flock 9; fi
+		local missing
+		read -r -a missing <<<"$(missing_pkgs "$@")"
+		[ "${#missing[@]}" -gt 0 ] || exit 0
+		echo "== apt-get install ${missing[*]}"
+		if [ -z "${IDEM_CI_APT_UPDATED:-}" ]; then
+			"${sudo[@]}" apt-get update -qq
+		fi
+		"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+	) 9>"${TMPDIR:-/tmp}/idem-ci-apt.lock"
+	IDEM_CI_APT_UPDATED=1
+}
+
+# missing_pkgs PKG...: prints those of PKG... that are not installed.
+missing_pkgs() {
+	local pkg
+	for pkg in "$@"; do
+		if [ "$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null)" != "install ok installed" ]; then
+			printf '%s ' "$pkg"
+		fi
+	done
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Starts or stops the Redis topologies the store tests run on, with the
-# redis-server and redis-cli Debian ships (7.0), on loopback ports 7100-7199 only:
+# redis-server and redis-cli Debian ships (7.0), on loopback ports 7100-7199 only,
+# moved by IDEM_PRIVATE_PORT_OFFSET (default 0) as the tests' private servers are:
 #
 #   Cluster:  3 masters on 7101-7103 (cluster bus on 7111-7113), no replicas.
 #   Sentinel: master 7120, replica 7121, sentinels 7130.. (1 to 3, SENTINELS=N,
@@ -21,9 +22,17 @@ set -euo pipefail
 DIR="${IDEM_TOPOLOGY_DIR:-/tmp/idem-redis-topologies}"
 SENTINELS="${SENTINELS:-3}"
 MASTER_NAME="idem-master"
-CLUSTER_PORTS=(7101 7102 7103)
-MASTER_PORT=7120
-REPLICA_PORT=7121
+OFFSET="${IDEM_PRIVATE_PORT_OFFSET:-0}"
+case "$OFFSET" in
+'' | *[!0-9]* | ??????*) OFFSET=65535 ;; # refused below
+esac
+if [ $((7132 + OFFSET)) -gt 65535 ]; then
+	echo "IDEM_PRIVATE_PORT_OFFSET=$IDEM_PRIVATE_PORT_OFFSET: want a number that keeps the ports up to 65535" >&2
+	exit 2
+fi
+CLUSTER_PORTS=($((7101 + OFFSET)) $((7102 + OFFSET)) $((7103 + OFFSET)))
+MASTER_PORT=$((7120 + OFFSET))
+REPLICA_PORT=$((7121 + OFFSET))
 
 case "$SENTINELS" in
 1 | 2 | 3) ;;
@@ -33,7 +42,7 @@ case "$SENTINELS" in
 	;;
 esac
 SENTINEL_PORTS=()
-for i in $(seq 0 $((SENTINELS - 1))); do SENTINEL_PORTS+=($((7130 + i))); done
+for i in $(seq 0 $((SENTINELS - 1))); do SENTINEL_PORTS+=($((7130 + OFFSET + i))); done
 
 up() { redis-cli -h 127.0.0.1 -p "$1" ping >/dev/null 2>&1; }
 

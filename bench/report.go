@@ -49,6 +49,9 @@ func (r *Report) Markdown() string {
 	if r.OTel != nil {
 		r.writeOTel(w)
 	}
+	if r.Gateway != nil {
+		r.writeGateway(w)
+	}
 	return b.String()
 }
 

@@ -10,6 +10,7 @@ require (
 	github.com/idemkit/idem/server/pgstore v0.1.0
 	github.com/idemkit/idem/server/redisstore v0.1.0
 	github.com/jackc/pgx/v5 v5.12.0
+	github.com/klauspost/compress v1.20.4
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/rs/zerolog v1.28.0
 )

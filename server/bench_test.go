@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"io"
 	"net/http"
@@ -33,6 +34,26 @@ var benchHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request)
 	w.WriteHeader(http.StatusCreated)
 	_, _ = w.Write(benchResponse)
 })
+
+// benchGzipHandler is benchHandler compressing its own answer: the record is
+// in gzip.
+func benchGzipHandler(b *testing.B) http.Handler {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	_, _ = zw.Write(benchResponse)
+	if err := zw.Close(); err != nil {
+		b.Fatal(err)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		h := w.Header()
+		h.Set("Content-Type", "application/json")
+		h.Set("Content-Encoding", "gzip")
+		h.Set("Vary", "Accept-Encoding")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write(buf.Bytes())
+	})
+}
 
 // discardWriter is a reusable ResponseWriter.
 type discardWriter struct {
@@ -126,6 +147,21 @@ func BenchmarkMiddleware(b *testing.B) {
 			c.do(h, "key-0", -1)
 		}
 	})
+	// A record in gzip, replayed to retries that accept it (as recorded) and
+	// to retries that do not (decoded): against replayed, the cost of the
+	// representation rules.
+	for name, ae := range map[string][]string{"replayed_gzip_accepted": {"gzip, deflate, br"}, "replayed_gzip_decoded": nil} {
+		b.Run(name, func(b *testing.B) {
+			h := server.Middleware(memstore.New())(benchGzipHandler(b))
+			c := newBenchClient()
+			c.r.Header["Accept-Encoding"] = ae
+			c.do(h, "key-0", -1)
+			b.ReportAllocs()
+			for b.Loop() {
+				c.do(h, "key-0", -1)
+			}
+		})
+	}
 }
 
 // runParallelNewKeys sends h a request with a new key on every iteration of

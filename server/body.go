@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 )
@@ -46,12 +47,22 @@ func readBody(r *http.Request, max int64) ([]byte, error) {
 		}
 		if err != nil {
 			var tooBig *http.MaxBytesError
-			if errors.As(err, &tooBig) {
-				return nil, errBodyTooLarge
+			if errors.As(err, &tooBig) { // a limit in front of the middleware
+				return nil, fmt.Errorf("%w: %w", errBodyTooLarge, tooBig)
 			}
 			return nil, err
 		}
 	}
+}
+
+// bodyLimitDetail is the 413's detail for err, a body past max or cut by a
+// limit in front of the middleware (an *http.MaxBytesError): it names the
+// limit that cut it.
+func bodyLimitDetail(err error, max int64) string {
+	if tooBig, ok := errors.AsType[*http.MaxBytesError](err); ok && tooBig.Limit > 0 {
+		return fmt.Sprintf("the request body is limited to %d bytes", tooBig.Limit)
+	}
+	return fmt.Sprintf("the body of a request with an Idempotency-Key is limited to %d bytes", max)
 }
 
 // bodyReader is the fresh request body a protected handler reads: the bytes

@@ -30,3 +30,29 @@ func TestReadBodyGrowsWithBytesReceived(t *testing.T) {
 		t.Fatalf("readBody of %d bytes = %d bytes, %v", len(big), len(body), err)
 	}
 }
+
+// A body cut by http.MaxBytesReader in front of the middleware is a 413
+// that names that limit, declared or chunked.
+func TestOuterBodyLimitIs413(t *testing.T) {
+	t.Parallel()
+	h := counting(created)
+	mw := Middleware(&fakeStore{})(h)
+	limited := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, 10)
+		mw.ServeHTTP(w, r)
+	})
+	for _, chunked := range []bool{false, true} {
+		r := request("POST", "/p", `{"pad":"0123456789"}`, HeaderKey, "k")
+		if chunked {
+			r.Body, r.ContentLength = io.NopCloser(io.MultiReader(r.Body)), -1
+		}
+		rec := serve(limited, r)
+		checkProblem(t, rec, http.StatusRequestEntityTooLarge, ProblemBodyTooLarge)
+		if !strings.Contains(rec.Body.String(), "limited to 10 bytes") {
+			t.Errorf("chunked %v: %s does not name the limit of 10 bytes", chunked, rec.Body)
+		}
+	}
+	if n := h.runs.Load(); n != 0 {
+		t.Errorf("the handler ran %d times", n)
+	}
+}

@@ -39,6 +39,9 @@ type captureWriter struct {
 	tooLarge bool
 	// hijacked: the handler tried to hijack the connection and was refused.
 	hijacked bool
+	// undecodable: the response to record is in a content coding that could
+	// not be replayed decoded (checkDecodable's error).
+	undecodable error
 }
 
 var (
@@ -144,14 +147,16 @@ func (c *captureWriter) send() {
 }
 
 // record returns the response as the store records it: the status, the
-// allow-listed headers (keys canonical) and the body. The body buffer and the
-// header value slices pass to the store, which must not modify them: the
-// handler has returned and nothing else writes them. When every header the
-// handler set is allow-listed, the handler's own map is passed.
+// allow-listed headers (keys canonical), the representation headers whatever
+// the allow-list (Content-Encoding and its Vary: the body is in that coding),
+// and the body. The body buffer and the header value slices pass to the
+// store, which must not modify them: the handler has returned and nothing
+// else writes them. When every header the handler set is allow-listed, the
+// handler's own map is passed.
 func (c *captureWriter) record(allowed headerSet) *Response {
 	h := c.header
 	if !allowed.holdsAll(h) {
-		h = filterHeader(h, allowed)
+		h = representationHeaders(filterHeader(h, allowed), h)
 	}
 	return &Response{Status: c.finalStatus(), Header: h, Body: c.body}
 }
@@ -180,6 +185,24 @@ func copyHeader(dst, src http.Header) {
 	for k, v := range src {
 		dst[k] = slices.Clip(v)
 	}
+}
+
+// replay answers the request with the stored response resp, in a content
+// coding the request accepts (see forRetry): the recorded one, or identity.
+// A record it cannot decode for a request that does not accept its coding
+// (only an older version records one) is answered 406.
+func (ex *exchange) replay(resp *Response) {
+	out, err := forRetry(resp, ex.r.Header, ex.p.cfg.maxResponseBytes)
+	if err != nil {
+		ex.problem(Problem{Type: ProblemNotAcceptable, Title: "Recorded response not acceptable",
+			Status: http.StatusNotAcceptable, Detail: fmt.Sprintf("the response recorded for this key is in a "+
+				"content coding (%s) this request does not accept and the server cannot decode; "+
+				"a request that accepts it gets the replay", strings.Join(resp.Header[hdrContentEncoding], ", "))}, err)
+		return
+	}
+	writeStored(ex.w, out)
+	ex.ev.Status = out.Status
+	ex.emit()
 }
 
 // writeStored sends a stored response as a replay.

@@ -39,7 +39,10 @@
 // The handler runs with the context the store gives it (pgstore.Tx reads the
 // store's transaction from it), reads a fresh reader over the body bytes
 // received, and writes to a capture: nothing is sent until the store has
-// recorded it, Flush is a no-op, and a hijack is refused.
+// recorded it, Flush is a no-op, and a hijack is refused. Its Accept-Encoding
+// names only the content codings the middleware can decode (gzip, deflate), a
+// compressed answer is recorded with its Content-Encoding, and a replay goes
+// in that coding only to a retry that accepts it, decoded for any other.
 //
 // # Where the rules are
 //

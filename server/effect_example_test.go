@@ -40,6 +40,52 @@ func ExampleDeclareEffect() {
 	// charges: 1
 }
 
+// A handler that forwards to an API it does not own begins the effect before
+// the request leaves, and cancels it when nothing was sent; whatever the
+// upstream answers after that, a 502 included, is the operation's outcome.
+func ExampleBeginEffect() {
+	calls := 0
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls++ // the upstream charged, then its answer failed
+		w.WriteHeader(http.StatusBadGateway)
+	}))
+	defer upstream.Close()
+	forward := func(w http.ResponseWriter, r *http.Request) {
+		if err := server.BeginEffect(r.Context()); err != nil {
+			http.Error(w, "try again", http.StatusServiceUnavailable) // nothing was sent
+			return
+		}
+		resp, err := http.Post(upstream.URL, "application/json", r.Body)
+		if err != nil {
+			// A real gateway calls server.CancelEffect only when the error
+			// proves nothing was sent (a refused dial).
+			http.Error(w, "upstream unreachable", http.StatusBadGateway)
+			return
+		}
+		resp.Body.Close()
+		w.WriteHeader(resp.StatusCode)
+	}
+	srv := httptest.NewServer(server.Middleware(memstore.New())(http.HandlerFunc(forward)))
+	defer srv.Close()
+
+	for range 2 {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(`{"amount":1000}`))
+		req.Header.Set(server.HeaderKey, "order-43")
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		resp.Body.Close()
+		fmt.Println(resp.StatusCode, "replayed:", resp.Header.Get(server.HeaderReplayed) == "true")
+	}
+	fmt.Println("upstream calls:", calls)
+	// Output:
+	// 502 replayed: false
+	// 502 replayed: true
+	// upstream calls: 1
+}
+
 // A framework whose handlers return errors, answered by the framework once
 // the handler has returned: the adapter runs the handler and answers its
 // error inside run, so the error's answer is what is recorded or released.

@@ -16,6 +16,9 @@ type fakeStore struct {
 	keeps   []bool // what run said, per run
 	records map[[2]string]*fakeRecord
 	do      func(ctx context.Context, req Request, run RunFunc) (Result, error)
+	// mark, when set, is the durable effect mark the store passes run
+	// (ContextWithEffectMark).
+	mark func(ctx context.Context) error
 }
 
 type fakeRecord struct {
@@ -59,6 +62,9 @@ func (s *fakeStore) Do(ctx context.Context, req Request, run RunFunc) (Result, e
 			s.mu.Unlock()
 		}
 	}()
+	if s.mark != nil {
+		ctx = ContextWithEffectMark(ctx, s.mark)
+	}
 	resp, keep := s.counted(run)(ctx)
 	released = true
 	s.mu.Lock()

@@ -71,7 +71,7 @@ type exchange struct {
 	ev   OutcomeEvent
 	// handler runs the protected handler and reports whether it answered
 	// (see Guard.Serve); ctx, given to the store, is the request's context
-	// with effect, the DeclareEffect flag.
+	// with effect, the DeclareEffect and BeginEffect flag.
 	handler func(w http.ResponseWriter, r *http.Request) bool
 	ctx     effectContext
 	effect  effectFlag
@@ -115,7 +115,7 @@ func (ex *exchange) serve() {
 	if err != nil {
 		if errors.Is(err, errBodyTooLarge) {
 			ex.problem(Problem{Type: ProblemBodyTooLarge, Title: "Request body too large", Status: http.StatusRequestEntityTooLarge,
-				Detail: fmt.Sprintf("the body of a request with an Idempotency-Key is limited to %d bytes", cfg.maxBodyBytes)}, err)
+				Detail: bodyLimitDetail(err, cfg.maxBodyBytes)}, err)
 			return
 		}
 		ex.problem(Problem{Type: ProblemBodyUnreadable, Title: "Request body unreadable", Status: http.StatusBadRequest,
@@ -170,6 +170,7 @@ func (ex *exchange) run(ctx context.Context) (resp *Response, keep bool) {
 	}
 	ex.ran = true
 	r := ex.r.WithContext(ctx) // ctx carries the effect flag
+	offerDecodable(r)
 	defer func() {
 		if v := recover(); v != nil {
 			ex.panicked, ex.ev.Panic = true, v
@@ -185,8 +186,15 @@ func (ex *exchange) run(ctx context.Context) (resp *Response, keep bool) {
 		return ex.failed()
 	}
 	resp = ex.cw.record(ex.p.cfg.storedHeaders)
-	// After DeclareEffect every answer is the outcome, a 5xx included.
-	ex.keep = recorded(resp.Status) || ex.effect.done.Load()
+	// After DeclareEffect or BeginEffect every answer is the outcome, a 5xx
+	// included.
+	ex.keep = recorded(resp.Status) || ex.effect.happened()
+	if ex.keep {
+		if ex.cw.undecodable = checkDecodable(resp, ex.p.cfg.maxResponseBytes); ex.cw.undecodable != nil {
+			ex.keep = false
+			return ex.failed()
+		}
+	}
 	return resp, ex.keep
 }
 
@@ -196,7 +204,7 @@ func (ex *exchange) run(ctx context.Context) (resp *Response, keep bool) {
 // handler declared its effect, the outcome-unknown problem, kept, so that no
 // retry runs the effect again.
 func (ex *exchange) failed() (*Response, bool) {
-	if !ex.effect.done.Load() {
+	if !ex.effect.happened() {
 		return &Response{Status: http.StatusInternalServerError}, false
 	}
 	ex.unknown, ex.keep = true, true
@@ -266,9 +274,7 @@ func (ex *exchange) finish(res Result, err error) {
 	case OutcomeExecuted:
 		ex.sendExecuted()
 	case OutcomeReplayed:
-		writeStored(ex.w, res.Response)
-		ex.ev.Status = res.Response.Status
-		ex.emit()
+		ex.replay(res.Response)
 	case OutcomeMismatch:
 		ex.problem(Problem{Type: ProblemMismatch, Title: "Idempotency-Key reused", Status: http.StatusUnprocessableEntity,
 			Detail: "this Idempotency-Key was used for a different request"}, nil)
@@ -348,6 +354,11 @@ func (ex *exchange) sendExecuted() {
 			Status: http.StatusInternalServerError,
 			Detail: fmt.Sprintf("the response exceeded %d bytes and could not be recorded (see WithMaxResponseBytes)",
 				ex.p.cfg.maxResponseBytes)}, ErrResponseTooLarge)
+		return
+	case ex.cw.undecodable != nil:
+		ex.problem(Problem{Type: ProblemUnprotectable, Title: "Response encoding not recordable",
+			Status: http.StatusInternalServerError, Detail: detail(ex.cw.undecodable) +
+				"; a retry that does not accept it could not be answered"}, ex.cw.undecodable)
 		return
 	}
 	ex.cw.send()

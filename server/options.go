@@ -176,9 +176,10 @@ func WithFingerprint(f Fingerprint) Option {
 }
 
 // WithStoredHeaders adds response headers to the allow-list of headers that
-// are recorded and replayed (by default Content-Type, Location and ETag). A
-// handler that compresses its own responses should add Content-Encoding.
-// Set-Cookie, Date, Content-Length, hop-by-hop headers and Idempotent-Replayed
+// are recorded and replayed (by default Content-Type, Location and ETag).
+// Content-Encoding, and the Vary that goes with it, need no naming: they are
+// recorded with the body whatever the list, and a replay sends the recorded
+// coding only to a retry that accepts it (docs/CONTRACT.md §3). Set-Cookie, Date, Content-Length, hop-by-hop headers and Idempotent-Replayed
 // can never be stored: naming one panics.
 func WithStoredHeaders(names ...string) Option {
 	add := make([]string, 0, len(names))
@@ -254,10 +255,18 @@ func isToken(s string) bool {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x80 || c <= ' ' || c == 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+		if !tchar[s[i]] {
 			return false
 		}
 	}
 	return true
 }
+
+// tchar holds the bytes a token is made of (RFC 9110 section 5.6.2): a table,
+// as isToken runs on each element of Accept-Encoding on the replay path.
+var tchar = func() (t [256]bool) {
+	for c := 0x21; c < 0x7f; c++ {
+		t[c] = !strings.ContainsRune(`"(),/:;<=>?@[\]{}`, rune(c))
+	}
+	return t
+}()

@@ -24,6 +24,7 @@ const (
 	ProblemUnprotectable    = ProblemBase + "unprotectable"
 	ProblemUnauthenticated  = ProblemBase + "unauthenticated"
 	ProblemBodyUnreadable   = ProblemBase + "body-unreadable"
+	ProblemNotAcceptable    = ProblemBase + "not-acceptable"
 )
 
 // Problem is an RFC 9457 problem details object.

@@ -30,6 +30,28 @@ import (
 //   - when the key is marked outcome unknown (an earlier run's response could not be
 //     recorded), return OutcomeUnknown and never call run.
 //
+// A store that can record durably, outside the run, that the run's effect may have
+// begun (a request forwarded to an API it does not own: see BeginEffect) passes run a
+// context made by ContextWithEffectMark, whose mark function writes that mark on the
+// caller's claim (a compare-and-set on the owner token, as durable as the claim: with
+// the replicas' acknowledgement where the claim has it) and returns only once it is
+// written. A store that marked must then:
+//
+//   - on a release (run said not keep: a 5xx after CancelEffect), clear the mark with
+//     the claim, so that a retry runs;
+//   - on a record, replace the mark with the record (a retry replays it);
+//   - while the marked claim's owner lives, answer a duplicate as for any claim (wait,
+//     then OutcomeInProgress);
+//   - when a later Do finds a marked claim whose owner is gone (its process crashed: a
+//     PostgreSQL transaction gone, a Redis lease expired past its grace), return
+//     OutcomeUnknown instead of taking the key over, keep the key blocked for the
+//     record's TTL, and never call run: the effect may have happened and its answer is
+//     lost, so running again could repeat it.
+//
+// A store that makes no such mark (memstore, whose records a crash loses with the
+// process) never calls ContextWithEffectMark, and BeginEffect then only sets the
+// request's effect flag, as DeclareEffect does.
+//
 // Every state change (record, release) is a compare-and-set on (Scope, Key, owner
 // token): a holder that lost its claim can neither overwrite nor delete a newer
 // owner's record. State changes after run returns must use a context detached from

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,10 +17,12 @@ import (
 
 // options are the parsed command line.
 type options struct {
-	cfg     check.Config
-	json    bool
-	junit   string
-	verbose bool
+	cfg      check.Config
+	json     bool
+	jsonFile string
+	junit    string
+	verbose  bool
+	version  bool
 }
 
 // errUsage marks a command line that cannot run: exit status 2.
@@ -103,21 +106,27 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("idem-check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		o                                   options
-		headers, other, slow, fail, effectH headerList
-		rawURL, method, body, body2         string
-		effectURL, effectJSON, effectCmd    string
+		o                                           options
+		headers, other, slow, leaseH, fail, effectH headerList
+		rawURL, method, body, body2                 string
+		effectURL, effectJSON, effectCmd            string
 	)
 	fs.StringVar(&rawURL, "url", "", "the operation's URL (required); every request goes to it")
-	fs.StringVar(&method, "X", http.MethodPost, "the operation's method")
-	fs.StringVar(&body, "body", "", "the request body, or @file")
+	fs.StringVar(&method, "X", http.MethodPost, "the operation's method, or a comma list of the methods it accepts (every row runs for each), e.g. POST,PUT")
+	fs.StringVar(&body, "body", "", "the request body, or @file; each {{id}} in it becomes an id unique to the operation")
 	fs.StringVar(&body2, "body2", "", "another body for the mismatch row, or @file (default: derived from a JSON -body)")
 	fs.Var(&headers, "H", "a header sent on every request, 'Name: value' (repeatable): credentials, Content-Type")
 	fs.Var(&other, "H2", "a header of a second principal, replacing the -H of that name for the scope row (repeatable)")
 	fs.Var(&slow, "slow-H", "a header that makes the handler slow, for the in-progress rows (repeatable), e.g. 'Chaos-Delay: 2s'")
+	fs.Var(&leaseH, "lease-H", "a header that makes the handler outlast the server's lease (lock), for the lease row (repeatable; default: the -slow-H headers), e.g. 'Chaos-Delay: 35s'")
+	fs.DurationVar(&o.cfg.Lease, "lease", 0, "the longest lease (claim, lock) the server documents; the lease row is skipped when the -lease-H handler does not outlast it")
 	fs.Var(&fail, "fail-H", "a header that makes the handler answer 5xx, for the 5xx row (repeatable), e.g. 'Chaos-Fail: 500'")
-	fs.DurationVar(&o.cfg.TTL, "ttl", 0, "the server's key expiry, for the expiry row (it waits this long plus -ttl-margin; at most 1h)")
+	fs.DurationVar(&o.cfg.TTL, "ttl", 0, "the server's documented key expiry, for the expiry row (it waits this long plus -ttl-margin, within -max-wait) and the retention-window row")
 	fs.DurationVar(&o.cfg.TTLMargin, "ttl-margin", time.Second, "added to -ttl before the expiry row's retry")
+	fs.DurationVar(&o.cfg.ReplayAfter, "replay-after", 0, "a time after which the server still keeps a record, for the replay-after row (shorter than -ttl)")
+	fs.DurationVar(&o.cfg.MaxWait, "max-wait", 0, "the most the run waits on purpose, for the expiry and retention rows (default 1h plus -ttl-margin)")
+	fs.DurationVar(&o.cfg.MaxTime, "max-time", 0, "the most the whole run takes; rows not judged by then are skipped (default 10m plus the planned waits)")
+	fs.BoolVar(&o.cfg.Strict, "strict", false, "a WARN or a SKIP fails the run (exit status 1), as a FAIL does")
 	fs.StringVar(&o.cfg.KeyHeader, "key-header", "Idempotency-Key", "the key's header name")
 	fs.StringVar(&o.cfg.ReplayHeader, "replay-header", "Idempotent-Replayed", "the header that marks a replay")
 	fs.IntVar(&o.cfg.PreferWait, "prefer-wait", 1, "N of Prefer: wait=N in the second in-progress row")
@@ -130,8 +139,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&effectCmd, "effect-cmd", "", "count effects with a shell command: the integer it prints, or its exit status")
 	fs.DurationVar(&o.cfg.Timeout, "timeout", 30*time.Second, "bound of each request")
 	fs.BoolVar(&o.json, "json", false, "write the report as JSON instead of the table")
+	fs.StringVar(&o.jsonFile, "json-file", "", "also write the report as JSON to this file (the table still goes to standard output)")
 	fs.StringVar(&o.junit, "junit", "", "also write the report as JUnit XML to this file")
 	fs.BoolVar(&o.verbose, "v", false, "show the requests and answers of every row, not only of FAIL and WARN")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: idem-check -url URL [-body @file] [-H 'Name: value']... [flags]\n\n"+
 			"Checks how one operation honours Idempotency-Key and prints a row per expectation.\n"+
@@ -143,6 +154,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if o.version {
+		return &o, nil
 	}
 	fail2 := func(format string, a ...any) (*options, error) {
 		err := fmt.Errorf(format, a...)
@@ -158,8 +172,16 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if err := checkURL("url", rawURL); err != nil {
 		return fail2("%v", err)
 	}
-	if !validToken(method) {
-		return fail2("-X %q is not a method", method)
+	var methods []string
+	for _, m := range strings.Split(method, ",") {
+		m = strings.TrimSpace(m)
+		if !validToken(m) {
+			return fail2("-X %q: %q is not a method", method, m)
+		}
+		if slices.Contains(methods, strings.ToUpper(m)) {
+			return fail2("-X %q: %s given twice", method, m)
+		}
+		methods = append(methods, strings.ToUpper(m))
 	}
 	var err error
 	if o.cfg.Body, err = readBody("body", body); err != nil {
@@ -174,11 +196,26 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if !validToken(o.cfg.KeyHeader) || !validToken(o.cfg.ReplayHeader) {
 		return fail2("-key-header and -replay-header must be header names")
 	}
-	if o.cfg.TTL < 0 || o.cfg.TTL > time.Hour {
-		return fail2("-ttl %v: want 0 (no expiry row) up to 1h", o.cfg.TTL)
+	if o.cfg.TTL < 0 {
+		return fail2("-ttl %v: want 0 (no expiry row) or a positive duration", o.cfg.TTL)
 	}
 	if o.cfg.TTLMargin <= 0 {
 		return fail2("-ttl-margin %v: want a positive duration", o.cfg.TTLMargin)
+	}
+	if o.cfg.TTL > time.Hour && o.cfg.MaxWait == 0 {
+		return fail2("-ttl %v is more than an hour: give -max-wait, the most the run may wait on purpose (the expiry row needs %v; the retention rows fit in any)",
+			o.cfg.TTL, o.cfg.TTL+o.cfg.TTLMargin)
+	}
+	if o.cfg.ReplayAfter < 0 || o.cfg.TTL > 0 && o.cfg.ReplayAfter >= o.cfg.TTL {
+		return fail2("-replay-after %v: want a positive duration shorter than -ttl %v", o.cfg.ReplayAfter, o.cfg.TTL)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"max-wait", o.cfg.MaxWait}, {"max-time", o.cfg.MaxTime}, {"lease", o.cfg.Lease}} {
+		if d.v < 0 {
+			return fail2("-%s %v: want a positive duration", d.name, d.v)
+		}
 	}
 	if o.cfg.PreferWait < 1 {
 		return fail2("-prefer-wait %d: want at least 1", o.cfg.PreferWait)
@@ -215,11 +252,20 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if o.cfg.Chaos && o.cfg.Effect == nil {
 		return fail2("-chaos counts effects: give -effect-url with -effect-json, or -effect-cmd")
 	}
+	if (strings.Contains(effectURL, check.IDPlaceholder) || strings.Contains(effectCmd, check.IDPlaceholder)) &&
+		!strings.Contains(string(o.cfg.Body), check.IDPlaceholder) {
+		return fail2("the effect count names %s, but -body has none: it would count no operation", check.IDPlaceholder)
+	}
+	if o.json && o.jsonFile != "" {
+		return fail2("give -json (the report on standard output) or -json-file, not both")
+	}
 	o.cfg.URL = rawURL
-	o.cfg.Method = method
+	o.cfg.Method = methods[0]
+	o.cfg.Methods = methods
 	o.cfg.Header = headers.h
 	o.cfg.OtherPrincipal = other.h
 	o.cfg.Slow = slow.h
 	o.cfg.Fail = fail.h
+	o.cfg.LeaseSlow = leaseH.h
 	return &o, nil
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/idemkit/idem/cmd/idem-check/check"
@@ -30,16 +31,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case err != nil:
 		return 2
 	}
-	requests, reads, err := check.Plan(o.cfg)
+	if o.version {
+		fmt.Fprintln(stdout, "idem-check", buildVersion())
+		return 0
+	}
+	b, err := check.PlanBound(o.cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "idem-check: %v\n", err)
 		return 2
 	}
-	fmt.Fprintf(stderr, "idem-check: sending at most %d requests, all to %s %s", requests, o.cfg.Method, o.cfg.URL)
+	fmt.Fprintf(stderr, "idem-check: sending at most %d requests, all to %s %s", b.Requests, strings.Join(o.cfg.Methods, ","), o.cfg.URL)
 	if o.cfg.Effect != nil {
-		fmt.Fprintf(stderr, ", and at most %d effect counts (%s)", reads, o.cfg.Effect)
+		fmt.Fprintf(stderr, ", and at most %d effect counts (%s)", b.Reads, o.cfg.Effect)
 	}
-	fmt.Fprintln(stderr)
+	fmt.Fprintf(stderr, ", within %s (waiting %s of it on purpose)\n", b.Time, b.Wait)
 	rep, err := check.Run(ctx, o.cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "idem-check: %v\n", err)
@@ -50,8 +55,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	} else {
 		err = rep.WriteText(stdout, o.verbose)
 	}
+	if err == nil && o.jsonFile != "" {
+		err = writeFile(o.jsonFile, rep.WriteJSON)
+	}
 	if err == nil && o.junit != "" {
-		err = writeJUnit(o.junit, rep)
+		err = writeFile(o.junit, rep.WriteJUnit)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "idem-check: %v\n", err)
@@ -63,12 +71,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func writeJUnit(name string, rep *check.Report) error {
+// writeFile writes a report to the file name with write.
+func writeFile(name string, write func(io.Writer) error) error {
 	f, err := os.Create(name)
 	if err != nil {
 		return err
 	}
-	if err := rep.WriteJUnit(f); err != nil {
+	if err := write(f); err != nil {
 		f.Close()
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -50,11 +51,19 @@ func TestBadCommandLines(t *testing.T) {
 		{[]string{"-url", u, "-body", "@"}, "no file name after @"},
 		{[]string{"-url", u, "-body", "@" + body, "-body2", "@" + body}, "the same as -body"},
 		{[]string{"-url", u, "-ttl", "-1s"}, "-ttl"},
-		{[]string{"-url", u, "-ttl", "2h"}, "up to 1h"},
+		{[]string{"-url", u, "-ttl", "2h"}, "give -max-wait"},
+		{[]string{"-url", u, "-ttl", "1h", "-replay-after", "1h"}, "shorter than -ttl"},
+		{[]string{"-url", u, "-max-wait", "-1s"}, "-max-wait"},
+		{[]string{"-url", u, "-max-time", "-1s"}, "-max-time"},
+		{[]string{"-url", u, "-X", "POST,PO ST"}, `"PO ST" is not a method`},
+		{[]string{"-url", u, "-X", "POST,post"}, "given twice"},
+		{[]string{"-url", u, "-json", "-json-file", "r.json"}, "not both"},
+		{[]string{"-url", u, "-body", `{"a":1}`, "-effect-url", "http://h/c?id={{id}}", "-effect-json", "c"}, "-body has none"},
+		{[]string{"-url", u, "-body", `{"a":1}`, "-effect-cmd", "count {{id}}"}, "-body has none"},
 		{[]string{"-url", u, "-duplicates", "1"}, "want 2 to 32"},
 		{[]string{"-url", u, "-operations", "0"}, "want 1 to 20"},
 		{[]string{"-url", u, "-timeout", "0s"}, "-timeout"},
-		{[]string{"-url", u, "-X", "PO ST"}, "is not a method"},
+		{[]string{"-url", u, "-X", "PO ST"}, `"PO ST" is not a method`},
 		{[]string{"-url", u, "-chaos"}, "-chaos counts effects"},
 		{[]string{"-url", u, "-effect-url", "http://127.0.0.1:1/count"}, "needs -effect-json"},
 		{[]string{"-url", u, "-effect-json", "count"}, "need -effect-url"},
@@ -92,8 +101,9 @@ func tinyServer(t *testing.T, flawed bool) *httptest.Server {
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		id := r.Header.Get("Authorization") + "|" + key
+		id := r.Method + "|" + r.Header.Get("Authorization") + "|" + key
 		body, _ := io.ReadAll(r.Body)
+		body = append(body, r.URL.RawQuery...) // the request is its body and its query
 		if b, ok := stored[id]; ok {
 			if bodies[id] != string(body) && !flawed {
 				http.Error(w, "another body", http.StatusUnprocessableEntity)
@@ -141,7 +151,10 @@ func TestExitStatusAndOutputs(t *testing.T) {
 			if code != tc.code {
 				t.Fatalf("status %d, want %d\n%s\n%s", code, tc.code, stdout, stderr)
 			}
-			if !strings.Contains(stderr, "sending at most 24 requests, all to POST "+tc.url) {
+			// 1 missing-key, 2 replay, 3 mismatch, 2×(1 field + the
+			// query), 2+2 in-progress, 1+60 lease, 2 5xx, 3 scope, 5
+			// invalid keys, 3 two-key-lines, 3 quoted.
+			if !strings.Contains(stderr, "sending at most 91 requests, all to POST "+tc.url+", within 10m0s (waiting 0s of it on purpose)") {
 				t.Errorf("stderr does not announce the bound: %q", stderr)
 			}
 			if !strings.Contains(stdout, "VERDICT  CHECK") || !strings.Contains(stdout, "draft-07") {
@@ -166,18 +179,107 @@ func TestExitStatusAndOutputs(t *testing.T) {
 				t.Errorf("JUnit: %d tests, %d cases, %d failures", suite.Tests, len(suite.Cases), suite.Failures)
 			}
 
-			code, stdout, _ = runCmd(t, append(args[:len(args)-2], "-json")...)
-			var rep struct {
-				Budget, Sent int
-				Rows         []struct{ ID, Verdict, Source string }
-			}
-			if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
-				t.Fatalf("-json: %v\n%s", err, stdout)
-			}
+			code, stdout, _ = runCmd(t, append(slices.Clone(args[:len(args)-2]), "-json")...)
+			rep := decodeReport(t, "-json", []byte(stdout))
 			if code != tc.code || rep.Sent == 0 || rep.Sent > rep.Budget || len(rep.Rows) < 20 || rep.Rows[0].Source == "" {
 				t.Errorf("-json: status %d, %+v", code, rep)
 			}
+			if rep.Duration > rep.TimeBound {
+				t.Errorf("the run took %v, past the %v announced", rep.Duration, rep.TimeBound)
+			}
+
+			// The table and the JSON and JUnit files, from one run.
+			jsonFile := filepath.Join(t.TempDir(), "report.json")
+			code, stdout, _ = runCmd(t, append(args, "-json-file", jsonFile)...)
+			data, err = os.ReadFile(jsonFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fromFile := decodeReport(t, "-json-file", data)
+			if code != tc.code || !strings.Contains(stdout, "VERDICT  CHECK") || len(fromFile.Rows) != len(rep.Rows) {
+				t.Errorf("-json-file with the table: status %d, %d rows in the file\n%s", code, len(fromFile.Rows), stdout)
+			}
+			if _, err := os.Stat(junit); err != nil {
+				t.Errorf("-junit beside -json-file: %v", err)
+			}
 		})
+	}
+}
+
+// report is the part of the JSON report the tests read.
+type report struct {
+	Budget, Sent int
+	Methods      []string
+	Duration     time.Duration `json:"duration_ns"`
+	TimeBound    time.Duration `json:"time_bound_ns"`
+	Rows         []struct{ ID, Method, Verdict, Source string }
+}
+
+func decodeReport(t *testing.T, what string, data []byte) report {
+	t.Helper()
+	var rep report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatalf("%s: %v\n%s", what, err, data)
+	}
+	return rep
+}
+
+// -X with a list runs every row for each method; -strict fails a run with a
+// WARN or a SKIP (the tiny server's rows that need settings skip).
+func TestMethodsAndStrict(t *testing.T) {
+	srv := tinyServer(t, false)
+	args := []string{"-url", srv.URL, "-body", `{"amount":1}`, "-H", "Authorization: Bearer a", "-X", "POST,put", "-json"}
+	code, stdout, stderr := runCmd(t, args...)
+	if code != 0 || !strings.Contains(stderr, "sending at most 182 requests, all to POST,PUT "+srv.URL) {
+		t.Fatalf("status %d, stderr %q", code, stderr)
+	}
+	rep := decodeReport(t, "-json", []byte(stdout))
+	n := map[string]int{}
+	for _, row := range rep.Rows {
+		n[row.Method]++
+	}
+	if strings.Join(rep.Methods, ",") != "POST,PUT" || n["POST"] == 0 || n["POST"] != n["PUT"] || n["POST"]+n["PUT"] != len(rep.Rows) {
+		t.Errorf("methods %v, rows per method %v", rep.Methods, n)
+	}
+	code, stdout, _ = runCmd(t, append(slices.Clone(args[:len(args)-1]), "-strict")...)
+	if code != 1 || !strings.Contains(stdout, "(strict: a WARN or a SKIP fails the run)") || !strings.Contains(stdout, "POST missing-key") {
+		t.Errorf("-strict: status %d, want 1\n%s", code, stdout)
+	}
+}
+
+// A body template gives each operation its own id, which the effect count
+// names: each count is of one operation alone.
+func TestBodyTemplate(t *testing.T) {
+	var mu sync.Mutex
+	bodies := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if r.Method == http.MethodGet { // the effect count of one operation
+			fmt.Fprintf(w, `{"count":%d}`, bodies[r.URL.Query().Get("ref")])
+			return
+		}
+		var b struct{ Ref string }
+		body, _ := io.ReadAll(r.Body)
+		_ = json.Unmarshal(body, &b)
+		bodies[b.Ref]++
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer srv.Close()
+	code, stdout, _ := runCmd(t, "-url", srv.URL, "-body", `{"ref":"op_{{id}}"}`,
+		"-effect-url", srv.URL+"/count?ref=op_{{id}}", "-effect-json", "count", "-v")
+	if code != 1 || !strings.Contains(stdout, "1 effect(s) for the first request, 1 more for the replay") {
+		t.Errorf("status %d: an unprotected server's replay-effect is a FAIL counted per operation\n%s", code, stdout)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for ref, n := range bodies {
+		if !strings.HasPrefix(ref, "op_") || len(ref) != len("op_")+32 || n > 10 {
+			t.Errorf("ref %q sent %d times: want op_ and 32 letters or digits, one operation each", ref, n)
+		}
+	}
+	if len(bodies) < 10 {
+		t.Errorf("%d distinct ids over the run", len(bodies))
 	}
 }
 

@@ -40,6 +40,8 @@ type config struct {
 	chaosDelayMax       time.Duration
 	shutdownTimeout     time.Duration
 	version             bool
+	// gateway: -upstream and its flags (gateway_config.go).
+	gateway gatewayConfig
 }
 
 // Store names accepted by -store.
@@ -78,6 +80,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.chaosDelayMax, "chaos-delay-max", 0, "random delay before each business write, up to this (at most 1m)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful shutdown waits for requests in flight")
 	fs.BoolVar(&c.version, "version", false, "print the version and exit")
+	registerGatewayFlags(fs, &c.gateway)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return config{}, err
@@ -88,6 +91,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return config{}, usageErr("unexpected argument %q", fs.Arg(0))
 	}
 	if err := c.checkStoreFlags(fs); err != nil {
+		return config{}, err
+	}
+	if err := c.gateway.check(fs); err != nil {
 		return config{}, err
 	}
 	return c, c.validate()

@@ -7,7 +7,15 @@
 //	cd cmd/idem-server && go run . -addr 127.0.0.1:8080 -chaos
 //	go run -C cmd/idem-server . -addr 127.0.0.1:8080   # from the repository root
 //
-// Routes (the same as server/idemtest):
+// With -upstream URL it serves no demo: it is an idempotency gateway in front
+// of that API, whatever its language. Requests that match -protect (every
+// POST and PATCH by default) go through the middleware and its store to the
+// upstream, which is asked at most once per key; the rest pass through
+// untouched; its own endpoints are /_idem/livez, /_idem/readyz and
+// /_idem/metrics. docs/gateway.md in the repository says how to run it, and
+// docs/CONTRACT.md what each upstream answer means for the key.
+//
+// Routes of the demo (the same as server/idemtest):
 //
 //	POST /payments              {"customer","amount","currency"}, needs an Idempotency-Key;
 //	                            records are scoped by the bearer token (none: 401)
@@ -45,7 +53,8 @@
 // memory, or in PostgreSQL with -ledger-postgres-url. A flag of another store
 // than -store's (-postgres-url with -store redis, -redis-addr with -store
 // postgres, -max-entries with either) is a usage error. -version prints the
-// module version the binary was built from.
+// version make dist stamped into the binary, or else the module version it was
+// built from.
 //
 // Redis topologies: -redis-addr takes a comma list (more than one address is a
 // Redis Cluster; -redis-cluster forces Cluster with a single seed);

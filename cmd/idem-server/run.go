@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/internal/demo"
+	"github.com/idemkit/idem/internal/gateway"
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/chaos"
 )
@@ -70,8 +71,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			os.Exit(crashExitCode)
 		}),
 	)
-	h := demo.Handler(store, ledger, inj, append([]server.Option{server.WithTTL(cfg.ttl), server.WithLockTTL(cfg.lockTTL)},
-		tel.middlewareOptions(cfg.store)...)...)
+	mwOpts := append([]server.Option{server.WithTTL(cfg.ttl), server.WithLockTTL(cfg.lockTTL)},
+		tel.middlewareOptions(cfg.store)...)
+	var h http.Handler
+	metricsPath := "/metrics"
+	if cfg.gateway.enabled() {
+		h, metricsPath = newGateway(cfg.gateway, store, inj, cfg.chaos, mwOpts...), gateway.MetricsPath
+	} else {
+		h = demo.Handler(store, ledger, inj, mwOpts...)
+	}
 
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
@@ -82,7 +90,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer cancelBase(nil)
 	var flight inFlight
 	srv := &http.Server{
-		Handler:           flight.track(logRequests(logger, tel.handler(h))),
+		Handler:           flight.track(logRequests(logger, tel.handler(h, metricsPath))),
 		BaseContext:       func(net.Listener) context.Context { return base },
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
@@ -93,7 +101,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	served := make(chan error, 1)
 	serving = true
 	go func() { served <- srv.Serve(ln) }()
-	logger.Info("listening", "addr", ln.Addr().String(), "store", cfg.store, "chaos", cfg.chaos)
+	logger.Info("listening", "addr", ln.Addr().String(), "store", cfg.store, "chaos", cfg.chaos, "upstream", cfg.gateway.upstreamRaw)
 	fmt.Fprintf(stdout, "idem-server listening on http://%s\n", ln.Addr())
 
 	select {

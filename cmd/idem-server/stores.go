@@ -24,6 +24,9 @@ import (
 const (
 	keysTable     = "idem_demo_keys"
 	paymentsTable = "idem_demo_payments"
+	// gatewayKeysTable holds the keys of the gateway mode (-upstream), which
+	// has no payments.
+	gatewayKeysTable = "idem_gateway_keys"
 )
 
 // connectTimeout bounds the first contact with PostgreSQL or Redis, so an
@@ -66,12 +69,21 @@ func openBackends(ctx context.Context, cfg config, logger *slog.Logger, tel *tel
 		tel.observePostgres(storePostgres, pool)
 		return store, ledger, pool.Close, nil
 	case storePostgres:
-		pool, ledger, err := openPostgres(ctx, cfg.postgresURL, "-postgres-url")
+		var pool *pgxpool.Pool
+		var ledger payments.Ledger
+		var err error
+		table := keysTable
+		if cfg.gateway.enabled() { // no payments: the upstream is the business
+			pool, err = openPool(ctx, cfg.postgresURL, "-postgres-url")
+			table = gatewayKeysTable
+		} else {
+			pool, ledger, err = openPostgres(ctx, cfg.postgresURL, "-postgres-url")
+		}
 		if err != nil {
 			return nil, nil, nil, err
 		}
 		tel.observePostgres(storePostgres, pool)
-		store := pgstore.New(pool, pgstore.WithTable(keysTable))
+		store := pgstore.New(pool, pgstore.WithTable(table))
 		if err := migrate(ctx, store.Migrate); err != nil {
 			pool.Close()
 			return nil, nil, nil, fmt.Errorf("-store postgres: %w", err)
@@ -149,8 +161,25 @@ func openRedis(ctx context.Context, cfg config, logger *slog.Logger) (server.Sto
 // openPostgres connects to url, given by flag, and prepares the payments
 // table; a table of its name with another shape is an error that names it.
 func openPostgres(ctx context.Context, url, flag string) (*pgxpool.Pool, *pgpayments.Ledger, error) {
+	pool, err := openPool(ctx, url, flag)
+	if err != nil {
+		return nil, nil, err
+	}
+	ledger, err := pgpayments.New(pool, paymentsTable)
+	if err == nil {
+		err = migrate(ctx, ledger.Migrate)
+	}
+	if err != nil {
+		pool.Close()
+		return nil, nil, fmt.Errorf("%s: payments table: %w", flag, err)
+	}
+	return pool, ledger, nil
+}
+
+// openPool connects to url, given by flag.
+func openPool(ctx context.Context, url, flag string) (*pgxpool.Pool, error) {
 	if _, err := pgxpool.ParseConfig(url); err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", flag, err)
+		return nil, fmt.Errorf("%s: %w", flag, err)
 	}
 	// NewPool connects once to pick a query mode that also works through
 	// PgBouncer's transaction pooling.
@@ -164,17 +193,9 @@ func openPostgres(ctx context.Context, url, flag string) (*pgxpool.Pool, *pgpaym
 	}
 	cancel()
 	if err != nil {
-		return nil, nil, fmt.Errorf("cannot reach PostgreSQL at %s: %w", flag, err)
+		return nil, fmt.Errorf("cannot reach PostgreSQL at %s: %w", flag, err)
 	}
-	ledger, err := pgpayments.New(pool, paymentsTable)
-	if err == nil {
-		err = migrate(ctx, ledger.Migrate)
-	}
-	if err != nil {
-		pool.Close()
-		return nil, nil, fmt.Errorf("%s: payments table: %w", flag, err)
-	}
-	return pool, ledger, nil
+	return pool, nil
 }
 
 func migrate(ctx context.Context, m func(context.Context) error) error {

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
-	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -186,20 +185,6 @@ func TestVersion(t *testing.T) {
 	}
 	if !strings.HasPrefix(out.String(), "idem-server ") || !strings.HasSuffix(out.String(), "\n") {
 		t.Errorf("-version printed %q", out.String())
-	}
-	for _, tc := range []struct {
-		info debug.BuildInfo
-		want string
-	}{
-		{debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "v0.1.0"}}, "v0.1.0 go1.26.0"},
-		{debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{
-			{Key: "vcs.revision", Value: "0123456789abcdef0123"}, {Key: "vcs.modified", Value: "true"}}},
-			"(devel) 0123456789ab+dirty go1.26.0"},
-		{debug.BuildInfo{}, "(devel)"},
-	} {
-		if got := describeBuild(&tc.info); got != tc.want {
-			t.Errorf("describeBuild(%+v) = %q, want %q", tc.info.Main, got, tc.want)
-		}
 	}
 }
 

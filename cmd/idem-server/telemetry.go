@@ -114,17 +114,23 @@ func (t *telemetry) middlewareOptions(store string) []server.Option {
 		idemotel.WithStoreName(store))}
 }
 
-// handler serves /metrics and passes every other request to h, in a server
-// span (otelhttp, with the W3C propagators; exported only when traces are on)
-// that also records the conventions' http.server.* metrics.
-func (t *telemetry) handler(h http.Handler) http.Handler {
+// handler serves the metrics at GET path (and HEAD) and passes every other
+// request to h, as it came (no path cleaning: the gateway forwards paths
+// untouched), in a server span (otelhttp, with the W3C propagators; exported
+// only when traces are on) that also records the conventions' http.server.*
+// metrics.
+func (t *telemetry) handler(h http.Handler, path string) http.Handler {
 	h = otelhttp.NewHandler(h, "idem-server", otelhttp.WithTracerProvider(t.tp), otelhttp.WithMeterProvider(t.mp),
 		otelhttp.WithPropagators(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method }))
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(t.registry, promhttp.HandlerOpts{}))
-	mux.Handle("/", h)
-	return mux
+	metrics := promhttp.HandlerFor(t.registry, promhttp.HandlerOpts{})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == path && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			metrics.ServeHTTP(w, r)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // closeAfter returns closeStores followed by the exporters' flush and stop,

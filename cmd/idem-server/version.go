@@ -1,48 +1,12 @@
 package main
 
-import (
-	"runtime/debug"
-	"strings"
-)
+import "github.com/idemkit/idem/internal/buildversion"
 
-// buildVersion describes the build, from debug.ReadBuildInfo: the module's
-// version (v0.1.0 for go install ...@v0.1.0, "(devel)" for a build from a
-// work tree), the VCS revision when the build recorded one (with "+dirty"
-// for uncommitted changes), and the Go version.
-func buildVersion() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "(unknown: no build information)"
-	}
-	return describeBuild(info)
-}
+// version is the release version that make dist stamps into the binary
+// (-ldflags "-X main.version=..."); empty in every other build.
+var version string
 
-func describeBuild(info *debug.BuildInfo) string {
-	parts := []string{info.Main.Version}
-	if parts[0] == "" {
-		parts[0] = "(devel)"
-	}
-	var rev string
-	dirty := false
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			dirty = s.Value == "true"
-		}
-	}
-	if rev != "" {
-		if len(rev) > 12 {
-			rev = rev[:12]
-		}
-		if dirty {
-			rev += "+dirty"
-		}
-		parts = append(parts, rev)
-	}
-	if info.GoVersion != "" {
-		parts = append(parts, info.GoVersion)
-	}
-	return strings.Join(parts, " ")
-}
+// buildVersion is what -version prints after the command's name: the stamped
+// version or the module's, the VCS revision when recorded, and the Go
+// version (see buildversion.String).
+func buildVersion() string { return buildversion.String(version) }

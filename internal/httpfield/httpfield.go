@@ -93,7 +93,15 @@ func nextPreference(s string) (pref, rest string) {
 	return s[:params], ""
 }
 
-// TrimOWS trims RFC 9110 optional whitespace (spaces and tabs).
+// TrimOWS trims RFC 9110 optional whitespace (spaces and tabs). A loop, not
+// strings.Trim: it runs for every element of a field on the replay path, and
+// Trim builds its set of characters on each call.
 func TrimOWS(s string) string {
-	return strings.Trim(s, " \t")
+	for s != "" && (s[0] == ' ' || s[0] == '\t') {
+		s = s[1:]
+	}
+	for s != "" && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
+		s = s[:len(s)-1]
+	}
+	return s
 }

@@ -99,3 +99,12 @@ func FuzzPreferWait(f *testing.F) {
 		}
 	})
 }
+
+func TestTrimOWS(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{"": "", " ": "", "\t a b \t": "a b", "a": "a", " \ta": "a", "a\t ": "a", "\na": "\na"} {
+		if got := TrimOWS(in); got != want {
+			t.Errorf("TrimOWS(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

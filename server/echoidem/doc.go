@@ -39,6 +39,13 @@
 // (websockets) cannot be recorded: protect only the endpoints that answer
 // whole. echo v5 is not supported by this package.
 //
+// Register middleware.Gzip and middleware.BodyLimit before echoidem: each
+// answer is then compressed for its own request, and a body BodyLimit cuts
+// is answered 413 (chunked included: echoidem reads echo's error as a body
+// over a limit). Gzip after echoidem works too (the record keeps its
+// Content-Encoding; a retry that does not accept it gets it decoded), at a
+// cost; docs/frameworks.md says which.
+//
 // Options panic as in every idem package, with a message "<package>:
 // <Func>(<value>): want <what is allowed>": an impossible server option when
 // it is made ("server: WithTTL(0s): want a positive duration"), Middleware on

@@ -1,6 +1,8 @@
 package echoidem
 
 import (
+	"errors"
+	"io"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -36,8 +38,13 @@ func Middleware(store server.Store, opts ...server.Option) echo.MiddlewareFunc {
 		return func(c echo.Context) (passed error) {
 			outer, req := c.Response(), c.Request()
 			defer func() { c.SetResponse(outer); c.SetRequest(req) }()
+			body := req.Body
+			if body != nil && body != http.NoBody {
+				req.Body = &limitedBody{ReadCloser: body}
+			}
 			g.Serve(outer, req, func(w http.ResponseWriter, r *http.Request) bool {
 				if r == req { // a method not protected: as without idem
+					req.Body = body // echo's own errors, for echo to answer
 					passed = next(c)
 					return true
 				}
@@ -62,4 +69,24 @@ func Middleware(store server.Store, opts ...server.Option) echo.MiddlewareFunc {
 // request is protected.
 func DeclareEffect(c echo.Context) bool {
 	return server.DeclareEffect(c.Request().Context())
+}
+
+// limitedBody is the request body the middleware reads: the body as echo
+// passes it, with the error of a body limit in front of the middleware
+// (BodyLimit's echo.ErrStatusRequestEntityTooLarge, or any *echo.HTTPError
+// 413) turned into net/http's *http.MaxBytesError, which the middleware
+// answers 413 (ProblemBodyTooLarge) rather than 400 body-unreadable. Its
+// Limit is the bytes read when the limit cut the body (BodyLimit's limit).
+type limitedBody struct {
+	io.ReadCloser
+	n int64 // bytes read so far
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n += int64(n)
+	if he, ok := errors.AsType[*echo.HTTPError](err); ok && he.Code == http.StatusRequestEntityTooLarge {
+		return n, &http.MaxBytesError{Limit: b.n}
+	}
+	return n, err
 }

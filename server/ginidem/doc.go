@@ -42,6 +42,13 @@
 // Streaming (c.Stream, SSE) and hijacking (websockets) cannot be recorded:
 // protect only the endpoints that answer whole.
 //
+// Register compression (gin-contrib/gzip) and a body limit (a middleware that
+// sets c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, n))
+// before ginidem: each answer is then compressed for its own request, and a
+// body the limit cuts is answered 413. Compression after ginidem works too
+// (the record keeps its Content-Encoding; a retry that does not accept it
+// gets it decoded), at a cost; docs/frameworks.md says which.
+//
 // Options panic as in every idem package, with a message "<package>:
 // <Func>(<value>): want <what is allowed>": an impossible server option when
 // it is made ("server: WithTTL(0s): want a positive duration"), Middleware on

@@ -3,6 +3,7 @@ module github.com/idemkit/idem/server/ginidem
 go 1.26
 
 require (
+	github.com/gin-contrib/gzip v1.2.5
 	github.com/gin-gonic/gin v1.12.0
 	github.com/idemkit/idem v0.1.0
 )

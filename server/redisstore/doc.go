@@ -46,14 +46,18 @@
 // # How it works
 //
 // docs/stores.md in the repository says how the store keys, claims, renews
-// and records (its keys and values, its four scripts, leases and the grace
+// and records (its keys and values, its five scripts, leases and the grace
 // before an expired claim is taken), what each outcome costs in round trips,
 // how duplicates wait, what happens when Redis stalls, fails after the
 // handler's effect or fails over, and the crash window: a process that dies
 // between the business write and the record leaves the work done and
 // unrecorded, so a retry runs it again (the one exception docs/CONTRACT.md
-// §4 allows for stores that cannot share the business transaction). The rules
-// every store follows are in docs/CONTRACT.md; the answers the middleware
+// §4 allows for stores that cannot share the business transaction), unless
+// the handler called server.BeginEffect before its effect: the store then
+// marks the claim (as durably as the claim: WAITed for with WithMinReplicas),
+// and a retry after the owner is gone (its lease and the grace over) gets
+// OutcomeUnknown for the record's TTL, never a second run. The rules every
+// store follows are in docs/CONTRACT.md; the answers the middleware
 // gives are in docs/server.md and docs/problems.md.
 //
 // # Options

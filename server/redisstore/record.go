@@ -15,10 +15,14 @@ import (
 // length-prefixed fields (uvarint lengths). Version 1 is the only one this build
 // reads or writes; any other leading byte is rejected with ErrUnknownVersion.
 //
-//	claim:  0x01 'l' token(16 bytes) deadline(13 digits) suspect(13 digits) fingerprint
-//	        (0x01 'c' token(16 bytes) fingerprint: a claim written by an earlier
-//	        release, whose lease is the key's PTTL; still read, never written)
-//	record: 0x01 'r' fingerprint status header-count {name value-count {value}} body
+//	claim:   0x01 'l' token(16 bytes) deadline(13 digits) suspect(13 digits) fingerprint
+//	         (0x01 'c' token(16 bytes) fingerprint: a claim written by an earlier
+//	         release, whose lease is the key's PTTL; still read, never written)
+//	marked:  0x01 'e' and the rest as a claim's: a claim whose owner began its
+//	         effect (server.BeginEffect, markScript)
+//	unknown: 0x01 'u' and the rest as a claim's: a marked claim whose owner was
+//	         found gone (claimScript); the key's outcome is unknown
+//	record:  0x01 'r' fingerprint status header-count {name value-count {value}} body
 //
 // where fingerprint, name, value and body are each a uvarint length followed by
 // that many bytes, and status and the counts are uvarints. A claim's deadline
@@ -30,19 +34,23 @@ const (
 	encodingVersion byte = 1
 	kindClaim       byte = 'l'
 	kindClaimV0     byte = 'c'
+	kindMarked      byte = 'e'
+	kindUnknown     byte = 'u'
 	timeDigits           = 13
 	ownerLen             = 2 + tokenLen // version, kind, token: what the scripts compare
 	kindRecord      byte = 'r'
 	tokenLen             = 16
 )
 
-// entry is a decoded value: a claim (in progress) or a finished record.
+// entry is a decoded value: a claim (in progress, marked or not), an
+// outcome-unknown value or a finished record.
 type entry struct {
 	claim       bool
+	unknown     bool // kindUnknown: a marked claim whose owner is gone
 	kind        byte
 	token       [tokenLen]byte // claims only
-	deadline    string         // leased claims only: timeDigits digits
-	suspect     string         // leased claims only: timeDigits digits
+	deadline    string         // leased claims (and unknown) only: timeDigits digits
+	suspect     string         // leased claims (and unknown) only: timeDigits digits
 	fingerprint string
 	resp        *server.Response // records only
 }
@@ -122,14 +130,14 @@ func decodeEntry(v []byte) (entry, error) {
 	d := decoder{buf: v[2:]}
 	e := entry{kind: v[1]}
 	switch v[1] {
-	case kindClaim, kindClaimV0:
+	case kindClaim, kindClaimV0, kindMarked, kindUnknown:
 		if len(d.buf) < tokenLen {
 			return entry{}, fmt.Errorf("%w: claim token truncated", ErrCorruptRecord)
 		}
-		e.claim = true
+		e.claim, e.unknown = v[1] != kindUnknown, v[1] == kindUnknown
 		copy(e.token[:], d.buf)
 		d.buf = d.buf[tokenLen:]
-		if v[1] == kindClaim {
+		if v[1] != kindClaimV0 {
 			e.deadline, e.suspect = d.digits(), d.digits()
 		}
 		e.fingerprint = d.string()

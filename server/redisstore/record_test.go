@@ -80,6 +80,14 @@ func TestClaimRoundTrip(t *testing.T) {
 			t.Fatalf("decoded %q: %+v, %v", v, e, err)
 		}
 	}
+	marked, err := decodeEntry(withKind(encodeClaim(tok, "abc"), kindMarked))
+	if err != nil || !marked.claim || marked.unknown || marked.token != tok || marked.fingerprint != "abc" {
+		t.Fatalf("decoded a marked claim: %+v, %v", marked, err)
+	}
+	unknown, err := decodeEntry(withKind(encodeClaim(tok, "abc"), kindUnknown))
+	if err != nil || unknown.claim || !unknown.unknown || unknown.fingerprint != "abc" || unknown.resp != nil {
+		t.Fatalf("decoded an outcome-unknown value: %+v, %v", unknown, err)
+	}
 	if _, err := decodeEntry(encodeLeasedClaim(tok, "17960383573x0", "0000000000000", "abc")); !errors.Is(err, ErrCorruptRecord) {
 		t.Fatalf("a claim time with a non-digit: %v, want ErrCorruptRecord", err)
 	}
@@ -103,6 +111,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add(encodeClaim([tokenLen]byte{7}, "fp"))
 	f.Add(encodeLeasedClaim([tokenLen]byte{7}, "1796038357360", "0000000000000", "fp"))
 	f.Add(encodeClaimV0([tokenLen]byte{7}, "fp"))
+	f.Add(withKind(encodeClaim([tokenLen]byte{7}, "fp"), kindMarked))
+	f.Add(withKind(encodeClaim([tokenLen]byte{7}, "fp"), kindUnknown))
 	f.Add([]byte{1, 'r', 0, 200, 1, 0, 0})
 	f.Add([]byte{2})
 	f.Fuzz(func(t *testing.T, v []byte) {
@@ -117,8 +127,9 @@ func FuzzDecode(f *testing.F) {
 		switch {
 		case e.claim && e.kind == kindClaimV0:
 			again = encodeClaimV0(e.token, e.fingerprint)
-		case e.claim:
+		case e.claim || e.unknown: // leased, marked or unknown
 			again = encodeLeasedClaim(e.token, e.deadline, e.suspect, e.fingerprint)
+			again[1] = e.kind
 		default:
 			again = encodeRecord(e.fingerprint, e.resp)
 		}

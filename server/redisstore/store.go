@@ -273,6 +273,8 @@ func answerExisting(held []byte, pttl time.Duration, fingerprint string) (server
 	switch {
 	case e.fingerprint != fingerprint:
 		return server.Result{Outcome: server.OutcomeMismatch}, nil
+	case e.unknown:
+		return server.Result{Outcome: server.OutcomeUnknown}, nil
 	case e.claim:
 		return server.Result{Outcome: server.OutcomeInProgress, RetryAfter: pttl}, nil
 	}
@@ -280,7 +282,8 @@ func answerExisting(held []byte, pttl time.Duration, fingerprint string) (server
 }
 
 // execute runs the handler under the claim, renewing its lease, and then
-// records the response or releases the claim.
+// records the response or releases the claim. The handler's context carries
+// the claim's effect mark (server.BeginEffect calls mark).
 func (s *Store) execute(ctx context.Context, key string, claim []byte, req server.Request, granted time.Time, run server.RunFunc) (server.Result, error) {
 	hctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -293,7 +296,9 @@ func (s *Store) execute(ctx context.Context, key string, claim []byte, req serve
 			_ = s.release(ctx, key, claim)
 		}
 	}()
-	resp, keep := run(hctx)
+	resp, keep := run(server.ContextWithEffectMark(hctx, func(ctx context.Context) error {
+		return s.mark(ctx, key, claim)
+	}))
 	returned = true
 
 	leaseErr := l.stop()
@@ -367,6 +372,47 @@ func (s *Store) recordOnce(ctx context.Context, key string, claim, record []byte
 	}
 	if conn, ok := c.(*redis.Conn); ok {
 		return s.waitReplicas(ctx, conn)
+	}
+	return nil
+}
+
+// mark marks the caller's claim as one whose effect may have begun
+// (markScript) and, with WithMinReplicas, WAITs for the replicas as the claim
+// does, so the mark is as durable as the claim. It is bounded by the op
+// timeout (and the replicas' timeout) and by ctx, the handler's. An error
+// means the mark may not stand: BeginEffect fails and the handler must not
+// start its effect. A claim no longer the caller's wraps ErrLeaseLost.
+func (s *Store) mark(ctx context.Context, key string, claim []byte) error {
+	mctx, cancel := context.WithTimeout(ctx, s.cfg.opTimeout+s.cfg.replicaTimeout)
+	defer cancel()
+	_, err := call(mctx, s.direct, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, s.markOnce(ctx, key, claim)
+	})
+	s.refreshOnError(err)
+	return err
+}
+
+func (s *Store) markOnce(ctx context.Context, key string, claim []byte) error {
+	var c redis.Scripter = s.client
+	if s.cfg.minReplicas > 0 {
+		conn, err := s.conn(ctx, key)
+		if err != nil {
+			return fmt.Errorf("redisstore: marking the effect: %w", err)
+		}
+		defer func() { _ = conn.Close() }()
+		c = conn
+	}
+	n, err := markScript.Run(ctx, c, []string{key}, claim).Int64()
+	switch {
+	case err != nil:
+		return fmt.Errorf("redisstore: marking the effect: %w", err)
+	case n != 1:
+		return fmt.Errorf("redisstore: marking the effect: %w: the claim is no longer this request's", ErrLeaseLost)
+	}
+	if conn, ok := c.(*redis.Conn); ok {
+		if err := s.waitReplicas(ctx, conn); err != nil {
+			return fmt.Errorf("redisstore: marking the effect: %w", err)
+		}
 	}
 	return nil
 }

@@ -26,6 +26,7 @@ const (
 	waitsForever  flaw = "waits-forever"  // waits out Request.Wait even when the client left
 	releasesLost  flaw = "releases-lost"  // releases a claim whose response it could not record
 	hidesWait     flaw = "hides-wait"     // waits, but never says so in Result.Waited
+	ignoresMarks  flaw = "ignores-marks"  // accepts BeginEffect's mark and forgets it
 )
 
 // refStore is a small, obviously correct in-memory Store (unless given a
@@ -48,6 +49,7 @@ type item struct {
 	expires     time.Time
 	done        chan struct{} // closed when the claim is recorded or released
 	unknown     bool          // the run's response could not be recorded
+	marked      bool          // the run began its effect (server.BeginEffect)
 }
 
 func newRefStore(f flaw) *refStore {
@@ -142,12 +144,47 @@ func (s *refStore) try(ctx context.Context, req server.Request, run server.RunFu
 			s.finish(k, token, nil, false, 0)
 		}
 	}()
-	resp, keep := run(ctx)
+	resp, keep := run(server.ContextWithEffectMark(ctx, func(context.Context) error {
+		s.mark(k, token)
+		return nil
+	}))
 	done = true
 	if err := s.finish(k, token, resp, keep, req.TTL); err != nil {
 		return server.Result{}, nil, err
 	}
 	return server.Result{Outcome: server.OutcomeExecuted, Response: resp}, nil, nil
+}
+
+// mark records that token's run began its effect (a compare-and-set on the
+// owner), unless the store ignoresMarks.
+func (s *refStore) mark(k [2]string, token uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if it := s.items[k]; it != nil && it.owner == token && s.flaw != ignoresMarks {
+		it.marked = true
+	}
+}
+
+// ownerGone stands for a crash of the process that runs the claims in
+// progress, and for the store seeing it at once: a marked claim becomes
+// outcome unknown for the record's TTL (the suite's: an hour is plenty), an
+// unmarked one is released. The owner's own finish then changes nothing (it
+// no longer owns the key). The same store serves the retries.
+func (s *refStore) ownerGone(*testing.T, context.Context) server.Store {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, it := range s.items {
+		if it.owner == 0 {
+			continue
+		}
+		close(it.done)
+		if !it.marked {
+			delete(s.items, k)
+			continue
+		}
+		it.owner, it.unknown, it.expires = 0, true, s.now.Add(time.Hour)
+	}
+	return s
 }
 
 // breakRecord makes the next record fail, until repaired.

@@ -21,13 +21,22 @@
 // RetryAfter no longer than the lease; and it reports how long it waited
 // (Result.Waited) whatever ended the wait.
 //
+// A store that makes durable effect marks (server.BeginEffect,
+// server.ContextWithEffectMark) gives the fixture an OwnerGone hook: the
+// owner-gone scenarios then prove that a marked claim whose owner crashed is
+// answered outcome-unknown, never run again, while an unmarked one is run
+// again (the crash window the mark closes). Without the hook they are skipped.
+//
 // The scenarios synchronise with channels and the fixture's Advance; only the
 // lock-TTL scenario waits on real time (a few hundred milliseconds), because
-// real time is what it is about, and the wait scenarios watch 100 ms for a
-// duplicate answered too early (which a correct store never is).
+// real time is what it is about, the owner-gone scenarios wait for a store
+// whose claims expire to see the owner gone (Redis: a 500 ms lease and its
+// 1 s grace), and the wait scenarios watch 100 ms for a duplicate answered
+// too early (which a correct store never is).
 package storetest
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -54,6 +63,20 @@ type Fixture struct {
 	// from inside the handler, after the business write; the scenario
 	// outcome_unknown is skipped without it.
 	BreakRecord func(t *testing.T) (repair func())
+	// OwnerGone, when set, makes the owner of the claim in progress gone, as a
+	// crash of its process would: the suite calls it from inside the handler,
+	// after the effect (and server.BeginEffect, in effect_mark_owner_gone),
+	// with the handler's context (which carries the store's state: pgstore's
+	// transaction). It returns once nothing the owner does can change the
+	// records any more and the store will see the owner gone without its help
+	// (PostgreSQL: the transaction's connection killed; Redis: the store cut
+	// off from Redis, its lease left to lapse past the grace), and returns the
+	// Store the retries use: the same one when it still works, or another over
+	// the same records, standing for the restarted process. The handler that
+	// called it never returns before the scenario ends. The owner-gone
+	// scenarios are skipped without it; a store that makes no durable effect
+	// mark (memstore) has none to give.
+	OwnerGone func(t *testing.T, ctx context.Context) (survivor server.Store)
 }
 
 // Scenario names, the subtests Run runs (in this order).
@@ -82,6 +105,16 @@ const (
 	// A handler that declared its effect (server.DeclareEffect), then failed.
 	ScenarioDeclared5xx   = "declared_effect_then_5xx"
 	ScenarioDeclaredPanic = "declared_effect_then_panic"
+	// A handler that began its effect (server.BeginEffect): the store's
+	// durable mark is replaced by the record, cleared with a release after
+	// CancelEffect, answered in progress while its owner lives, and, once the
+	// owner is gone, answered outcome-unknown, never run again (the unmarked
+	// control runs again: the crash window the mark closes).
+	ScenarioMarkRecord        = "effect_mark_then_record"
+	ScenarioMarkCancelled     = "effect_mark_cancelled_then_5xx"
+	ScenarioMarkDuplicate     = "effect_mark_duplicate_in_progress"
+	ScenarioMarkOwnerGone     = "effect_mark_owner_gone"
+	ScenarioUnmarkedOwnerGone = "effect_unmarked_owner_gone"
 )
 
 type scenario struct {
@@ -110,6 +143,11 @@ var scenarios = []scenario{
 	{ScenarioOutcomeUnknown, testOutcomeUnknown},
 	{ScenarioDeclared5xx, testDeclared5xx},
 	{ScenarioDeclaredPanic, testDeclaredPanic},
+	{ScenarioMarkRecord, testMarkThenRecord},
+	{ScenarioMarkCancelled, testMarkCancelled},
+	{ScenarioMarkDuplicate, testMarkDuplicate},
+	{ScenarioMarkOwnerGone, testMarkOwnerGone},
+	{ScenarioUnmarkedOwnerGone, testUnmarkedOwnerGone},
 }
 
 // Run runs every scenario of CONTRACT.md sections 3 and 4 as a subtest, each

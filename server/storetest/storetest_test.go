@@ -15,7 +15,7 @@ import (
 func TestRunPassesOnReferenceStore(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.Fixture {
 		s := newRefStore(sound)
-		return storetest.Fixture{Store: s, Advance: s.advance, BreakRecord: s.breakRecord}
+		return storetest.Fixture{Store: s, Advance: s.advance, BreakRecord: s.breakRecord, OwnerGone: s.ownerGone}
 	})
 }
 
@@ -31,7 +31,7 @@ func TestFlawedStoreHelper(t *testing.T) {
 	}
 	storetest.Run(t, func(t *testing.T) storetest.Fixture {
 		s := newRefStore(f)
-		return storetest.Fixture{Store: s, Advance: s.advance, BreakRecord: s.breakRecord}
+		return storetest.Fixture{Store: s, Advance: s.advance, BreakRecord: s.breakRecord, OwnerGone: s.ownerGone}
 	})
 }
 
@@ -56,6 +56,7 @@ func TestRunCatchesFlawedStores(t *testing.T) {
 		{waitsForever, []string{storetest.ScenarioWaitClientGone}},
 		{releasesLost, []string{storetest.ScenarioOutcomeUnknown}},
 		{hidesWait, []string{storetest.ScenarioWaitLateAnswer, storetest.ScenarioWaitOriginalFails}},
+		{ignoresMarks, []string{storetest.ScenarioMarkOwnerGone}},
 	}
 	failLine := regexp.MustCompile(`--- FAIL: TestFlawedStoreHelper/([^/\s]+) `)
 	for _, c := range cases {

@@ -3,6 +3,8 @@ package check_test
 import (
 	"bufio"
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"net/url"
@@ -66,6 +68,47 @@ func needService(t *testing.T, name, addr string) {
 	t.Skipf("%s at %s is not reachable (%v); set IDEM_REQUIRE_SERVICES=1 to fail instead", name, addr, err)
 }
 
+// postgresSchema creates a schema of its own in the database of pgURL (with
+// psql), dropped when the test ends, after the server has stopped, and
+// returns the URL whose search_path puts idem-server's fixed tables there:
+// the shared server's other tables are never touched.
+func postgresSchema(t *testing.T, pgURL string) string {
+	t.Helper()
+	psql, err := exec.LookPath("psql")
+	if err != nil {
+		if os.Getenv("IDEM_REQUIRE_SERVICES") == "1" {
+			t.Fatalf("psql not found (IDEM_REQUIRE_SERVICES=1): %v", err)
+		}
+		t.Skipf("psql not found (%v): it makes the test's own schema; set IDEM_REQUIRE_SERVICES=1 to fail instead", err)
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := "idem_check_" + hex.EncodeToString(b[:])
+	exec1 := func(sql string) error {
+		out, err := exec.Command(psql, pgURL, "-v", "ON_ERROR_STOP=1", "-qAtc", sql).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("psql %q: %v\n%s", sql, err, out)
+		}
+		return nil
+	}
+	if err := exec1("CREATE SCHEMA " + schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := exec1("DROP SCHEMA " + schema + " CASCADE"); err != nil {
+			t.Error(err)
+		}
+	})
+	u, err := url.Parse(pgURL)
+	if err != nil {
+		t.Fatalf("IDEM_POSTGRES_URL: %v", err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
 var listeningURL = regexp.MustCompile(`http://[^\s]+`)
 
 // startIdemServer runs the idem-server binary with args on a free loopback
@@ -121,8 +164,10 @@ func startIdemServer(t *testing.T, args ...string) string {
 	return ""
 }
 
-// The idem-server binary passes every row on each of its stores, with a
-// real TTL (the expiry row waits it out).
+// The idem-server binary passes every row, strictly, on each of its stores,
+// with a real TTL (the expiry and retention rows wait it out) and a lease of
+// a second (-lock-ttl) that the lease row's handler outlasts three times.
+// Its flags are the defaults but for the store, -chaos, -ttl and -lock-ttl.
 func TestIdemServerBinaryPassesEveryRow(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs idem-server")
@@ -136,14 +181,14 @@ func TestIdemServerBinaryPassesEveryRow(t *testing.T) {
 	if u, err := url.Parse(pgURL); err == nil && u.Host != "" {
 		pgAddr = u.Host
 	}
-	const ttl = 2 * time.Second
+	const ttl, lease = 4 * time.Second, time.Second
 	for _, tc := range []struct {
 		store   string
 		service string // host:port it needs, "" for none
 		args    []string
 	}{
 		{"memory", "", nil},
-		{"postgres", pgAddr, []string{"-store", "postgres", "-postgres-url", pgURL}},
+		{"postgres", pgAddr, nil}, // -postgres-url: a schema of its own, below
 		{"redis", redisAddr, []string{"-store", "redis", "-redis-addr", redisAddr}},
 	} {
 		t.Run(tc.store, func(t *testing.T) {
@@ -151,8 +196,11 @@ func TestIdemServerBinaryPassesEveryRow(t *testing.T) {
 			if tc.service != "" {
 				needService(t, tc.store, tc.service)
 			}
-			base := startIdemServer(t, append([]string{"-ttl", ttl.String()}, tc.args...)...)
-			wantEveryRowPasses(t, run(t, idemServerConfig(base, ttl)))
+			if tc.store == "postgres" {
+				tc.args = []string{"-store", "postgres", "-postgres-url", postgresSchema(t, pgURL)}
+			}
+			base := startIdemServer(t, append([]string{"-ttl", ttl.String(), "-lock-ttl", lease.String()}, tc.args...)...)
+			wantEveryRowPasses(t, run(t, idemServerConfig(base, ttl, lease)))
 		})
 	}
 }

@@ -93,7 +93,7 @@ type fault struct {
 	id, title string
 	requests  func(c *Config) int // the most requests of one operation
 	// run sends one operation's requests under key.
-	run func(ctx context.Context, r *runner, p *lossyProxy, client *http.Client, key string) []*exchange
+	run func(ctx context.Context, r *runner, p *lossyProxy, client *http.Client, op operation) []*exchange
 }
 
 // retriesAfterLoss bounds the retries of an operation whose answer was lost.
@@ -103,11 +103,11 @@ var faults = []fault{
 	{
 		id: "chaos-lost-response", title: "the answer is lost after the server acted; the client retries with the same key",
 		requests: func(*Config) int { return 1 + retriesAfterLoss },
-		run: func(ctx context.Context, r *runner, p *lossyProxy, client *http.Client, key string) []*exchange {
-			exs := []*exchange{r.send(ctx, reqOpts{keys: []string{key}, base: p.URL(), client: client,
+		run: func(ctx context.Context, r *runner, p *lossyProxy, client *http.Client, op operation) []*exchange {
+			exs := []*exchange{r.send(ctx, reqOpts{keys: []string{op.key}, op: op.id, base: p.URL(), client: client,
 				extra: []http.Header{{loseHeader: {"1"}}}})}
 			for range retriesAfterLoss {
-				ex := r.send(ctx, reqOpts{keys: []string{key}, base: p.URL(), client: client})
+				ex := r.send(ctx, reqOpts{keys: []string{op.key}, op: op.id, base: p.URL(), client: client})
 				exs = append(exs, ex)
 				if ex.err == nil {
 					break
@@ -119,23 +119,23 @@ var faults = []fault{
 	{
 		id: "chaos-concurrent", title: "concurrent duplicates with the same key",
 		requests: func(c *Config) int { return c.Duplicates },
-		run: func(ctx context.Context, r *runner, p *lossyProxy, client *http.Client, key string) []*exchange {
-			return concurrently(ctx, r, p, client, key, r.cfg.Duplicates)
+		run: func(ctx context.Context, r *runner, p *lossyProxy, client *http.Client, op operation) []*exchange {
+			return concurrently(ctx, r, p, client, op, r.cfg.Duplicates)
 		},
 	},
 	{
 		id: "chaos-lost-then-concurrent", title: "the answer is lost, then concurrent retries with the same key",
 		requests: func(c *Config) int { return 1 + c.Duplicates },
-		run: func(ctx context.Context, r *runner, p *lossyProxy, client *http.Client, key string) []*exchange {
-			first := r.send(ctx, reqOpts{keys: []string{key}, base: p.URL(), client: client,
+		run: func(ctx context.Context, r *runner, p *lossyProxy, client *http.Client, op operation) []*exchange {
+			first := r.send(ctx, reqOpts{keys: []string{op.key}, op: op.id, base: p.URL(), client: client,
 				extra: []http.Header{{loseHeader: {"1"}}}})
-			return append([]*exchange{first}, concurrently(ctx, r, p, client, key, r.cfg.Duplicates)...)
+			return append([]*exchange{first}, concurrently(ctx, r, p, client, op, r.cfg.Duplicates)...)
 		},
 	},
 }
 
-// concurrently sends n requests under key at once (they start together).
-func concurrently(ctx context.Context, r *runner, p *lossyProxy, client *http.Client, key string, n int) []*exchange {
+// concurrently sends n requests of op at once (they start together).
+func concurrently(ctx context.Context, r *runner, p *lossyProxy, client *http.Client, op operation, n int) []*exchange {
 	exs := make([]*exchange, n)
 	// The slow headers, when given, keep the first in progress while the
 	// others arrive.
@@ -148,7 +148,7 @@ func concurrently(ctx context.Context, r *runner, p *lossyProxy, client *http.Cl
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			exs[i] = r.send(ctx, reqOpts{keys: []string{key}, base: p.URL(), client: client, extra: slow})
+			exs[i] = r.send(ctx, reqOpts{keys: []string{op.key}, op: op.id, base: p.URL(), client: client, extra: slow})
 		})
 	}
 	close(start)
@@ -186,12 +186,13 @@ func runFault(ctx context.Context, r *runner, f fault) []Row {
 	duplicates, unseen := 0, 0
 	var worst []*exchange
 	for range r.cfg.Operations {
-		before, ok, err := r.count(ctx)
+		op := r.newOperation()
+		before, ok, err := r.count(ctx, op.id)
 		if !ok {
 			return row.skipped("counting the effect failed: " + err.Error())
 		}
-		exs := f.run(ctx, r, p, client, r.cfg.NewKey())
-		after, ok, err := r.count(ctx)
+		exs := f.run(ctx, r, p, client, op)
+		after, ok, err := r.count(ctx, op.id)
 		if !ok {
 			return row.skipped("counting the effect failed: " + err.Error())
 		}

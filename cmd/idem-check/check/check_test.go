@@ -3,6 +3,8 @@ package check
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -42,24 +44,40 @@ func wantAll(t *testing.T, rep *Report, v Verdict) {
 	}
 }
 
-// allRows are the row IDs of a run with every setting given, in order.
-var allRows = []string{
+// rowsOfOneMethod are the row IDs of one method of a run with every
+// setting given, in order, for the flawed server's body (three fields).
+var rowsOfOneMethod = []string{
 	"missing-key", "first-execution", "replay-status", "replay-body", "replay-headers", "replay-marker",
-	"replay-effect", "mismatch", "in-progress", "in-progress-prefer-wait", "5xx-not-stored", "scope",
+	"replay-effect", "mismatch", "mismatch-original-replays",
+	"mismatch-field-amount", "mismatch-field-currency", "mismatch-field-ref", "mismatch-query",
+	"in-progress", "in-progress-prefer-wait", "in-progress-lease", "5xx-not-stored", "scope",
 	"invalid-key-too-long", "invalid-key-blank", "invalid-key-non-ascii", "invalid-key-malformed-sf",
-	"invalid-key-two-lines", "quoted-key", "quoted-same-as-raw", "expiry",
+	"invalid-key-two-lines", "two-key-lines", "quoted-key", "quoted-same-as-raw", "expiry", "replay-after", "retention-window",
 	"chaos-lost-response", "chaos-concurrent", "chaos-lost-then-concurrent",
+}
+
+// issue28Rows are the rows added, or judged anew, for issue 28: a flaw of
+// that issue fails these rows only, which is how it passed before them.
+var issue28Rows = map[string]bool{
+	"mismatch-original-replays": true, "mismatch-field-amount": true, "mismatch-field-currency": true,
+	"mismatch-field-ref": true, "mismatch-query": true, "in-progress-prefer-wait": true, "in-progress-lease": true,
+	"two-key-lines": true, "replay-after": true, "retention-window": true,
 }
 
 func TestFlawlessServerPassesEveryRow(t *testing.T) {
 	s := newFlawedServer(t)
 	rep := runReport(t, s.config())
-	var ids []string
+	var ids, want []string
 	for _, row := range rep.Rows {
-		ids = append(ids, row.ID)
+		ids = append(ids, row.Method+" "+row.ID)
 	}
-	if strings.Join(ids, " ") != strings.Join(allRows, " ") {
-		t.Errorf("rows %v, want %v", ids, allRows)
+	for _, m := range []string{"POST", "PUT"} {
+		for _, id := range rowsOfOneMethod {
+			want = append(want, m+" "+id)
+		}
+	}
+	if strings.Join(ids, ",") != strings.Join(want, ",") {
+		t.Errorf("rows %v, want %v", ids, want)
 	}
 	wantAll(t, rep, Pass)
 	if rep.Failed() {
@@ -67,60 +85,128 @@ func TestFlawlessServerPassesEveryRow(t *testing.T) {
 	}
 }
 
-// Each flaw of an idempotency layer turns its row (and only rows it can
-// explain) to FAIL, or to WARN where the spec allows the behaviour.
+// Each flaw of an idempotency layer turns its rows (and only rows it can
+// explain) to FAIL, or to WARN or SKIP where the spec allows the behaviour
+// or the run cannot judge it. A row named "PUT id" is of that method only;
+// any other is wanted on both methods.
 func TestEachFlawBreaksItsRow(t *testing.T) {
-	invalid := []string{"invalid-key-too-long", "invalid-key-blank", "invalid-key-non-ascii",
-		"invalid-key-malformed-sf", "invalid-key-two-lines"}
+	fail := func(ids ...string) map[string]Verdict { return verdicts(Fail, ids...) }
+	invalid := fail("invalid-key-too-long", "invalid-key-blank", "invalid-key-non-ascii",
+		"invalid-key-malformed-sf", "invalid-key-two-lines", "two-key-lines")
 	tests := []struct {
-		flaw    flaw
-		verdict Verdict
-		rows    []string
+		flaw flaw
+		want map[string]Verdict
+		// issue28 says the flaw is one of issue 28's: only its rows catch it.
+		issue28 bool
 	}{
-		{flawMissingKey500, Fail, []string{"missing-key"}},
-		{flawKeyOptional, Warn, []string{"missing-key"}},
-		{flawValidKey500, Fail, []string{"first-execution", "quoted-key"}},
-		{flawMarkFirst, Fail, []string{"first-execution", "replay-marker"}},
-		{flawReplayStatus, Fail, []string{"replay-status"}},
-		{flawReplayBody, Fail, []string{"replay-body"}},
-		{flawReplayHeaders, Fail, []string{"replay-headers"}},
-		{flawReplayCookie, Warn, []string{"replay-headers"}},
-		{flawNoMarker, Warn, []string{"replay-marker"}},
-		{flawRunsAgain, Fail, []string{"replay-effect", "chaos-lost-response", "chaos-lost-then-concurrent"}},
-		{flawIgnoresBody, Fail, []string{"mismatch"}},
-		{flawConcurrentTwice, Fail, []string{"in-progress", "in-progress-prefer-wait", "chaos-concurrent"}},
-		{flawNoLock, Fail, []string{"in-progress", "in-progress-prefer-wait", "chaos-concurrent"}},
-		{flawStuckAfter5xx, Fail, []string{"5xx-not-stored"}},
-		{flawStores5xx, Warn, []string{"5xx-not-stored"}},
-		{flawGlobalKeys, Fail, []string{"scope"}},
-		{flawGlobalNoMarker, Fail, []string{"scope"}},
-		{flawBadKey500, Fail, invalid},
-		{flawQuoted500, Fail, []string{"quoted-key"}},
-		{flawQuotedDistinct, Warn, []string{"quoted-same-as-raw"}},
-		{flawNeverExpires, Fail, []string{"expiry"}},
+		{flaw: flawMissingKey500, want: fail("missing-key")},
+		{flaw: flawKeyOptional, want: verdicts(Warn, "missing-key")},
+		{flaw: flawValidKey500, want: fail("first-execution", "quoted-key")},
+		{flaw: flawMarkFirst, want: fail("first-execution", "replay-marker")},
+		{flaw: flawReplayStatus, want: fail("replay-status")},
+		{flaw: flawReplayBody, want: fail("replay-body")},
+		{flaw: flawReplayHeaders, want: fail("replay-headers")},
+		{flaw: flawReplayCookie, want: verdicts(Warn, "replay-headers")},
+		{flaw: flawNoMarker, want: verdicts(Warn, "replay-marker")},
+		{flaw: flawRunsAgain, want: fail("replay-effect", "chaos-lost-response", "chaos-lost-then-concurrent")},
+		{flaw: flawIgnoresBody, want: fail("mismatch", "mismatch-field-amount", "mismatch-field-currency", "mismatch-field-ref")},
+		{flaw: flawConcurrentTwice, want: fail("in-progress", "in-progress-prefer-wait", "in-progress-lease", "chaos-concurrent")},
+		{flaw: flawNoLock, want: fail("in-progress", "in-progress-prefer-wait", "in-progress-lease", "chaos-concurrent")},
+		{flaw: flawStuckAfter5xx, want: fail("5xx-not-stored")},
+		{flaw: flawStores5xx, want: verdicts(Warn, "5xx-not-stored")},
+		{flaw: flawGlobalKeys, want: fail("scope")},
+		{flaw: flawGlobalNoMarker, want: fail("scope")},
+		{flaw: flawBadKey500, want: invalid},
+		{flaw: flawQuoted500, want: fail("quoted-key")},
+		{flaw: flawQuotedDistinct, want: verdicts(Warn, "quoted-same-as-raw")},
+		{flaw: flawNeverExpires, want: fail("expiry")},
+
+		{flaw: flawFingerprintSubset, want: fail("mismatch-field-currency", "mismatch-field-ref"), issue28: true},
+		{flaw: flawIgnoresQuery, want: fail("mismatch-query"), issue28: true},
+		{flaw: flawDropAfterMismatch, want: fail("mismatch-original-replays"), issue28: true},
+		{flaw: flawShortRetention, want: fail("replay-after", "retention-window"), issue28: true},
+		{flaw: flawLeaseExpires, want: fail("in-progress-lease"), issue28: true},
+		{flaw: flawFirstOfTwoLines, want: map[string]Verdict{"two-key-lines": Fail, "invalid-key-two-lines": Warn}, issue28: true},
+		{flaw: flawIgnoresPrefer, want: verdicts(Warn, "in-progress-prefer-wait"), issue28: true},
+		{flaw: flawKeyIgnoredOnPUT, want: map[string]Verdict{"PUT replay-effect": Fail, "PUT mismatch": Fail,
+			"PUT chaos-concurrent": Fail, "POST replay-effect": Pass, "POST in-progress": Pass}},
+		{flaw: flawIgnoresSlow, want: verdicts(Skip, "in-progress", "in-progress-prefer-wait", "in-progress-lease")},
+		{flaw: flawIgnoresFail, want: verdicts(Skip, "5xx-not-stored")},
 	}
 	for _, tc := range tests {
 		t.Run(string(tc.flaw), func(t *testing.T) {
 			t.Parallel()
 			s := newFlawedServer(t, tc.flaw)
 			rep := runReport(t, s.config())
-			for _, id := range tc.rows {
-				row := rep.Row(id)
-				if row == nil {
-					t.Fatalf("no row %s", id)
+			worst := Pass
+			for name, v := range tc.want {
+				methods := []string{"POST", "PUT"}
+				id := name
+				if m, rest, ok := strings.Cut(name, " "); ok {
+					methods, id = []string{m}, rest
 				}
-				if row.Verdict != tc.verdict {
-					t.Errorf("%s: %s (%s), want %s", id, row.Verdict, row.Got, tc.verdict)
+				for _, m := range methods {
+					row := rep.RowOf(m, id)
+					if row == nil {
+						t.Fatalf("no row %s %s", m, id)
+					}
+					if row.Verdict != v {
+						t.Errorf("%s %s: %s (%s), want %s", m, id, row.Verdict, row.Got, v)
+					}
+					if (v == Fail || v == Warn) && len(row.Evidence) == 0 {
+						t.Errorf("%s %s: %s without evidence", m, id, row.Verdict)
+					}
 				}
-				if len(row.Evidence) == 0 {
-					t.Errorf("%s: %s without evidence", id, row.Verdict)
+				if v == Fail || v == Warn && worst != Fail {
+					worst = v
 				}
 			}
-			if rep.Failed() != (tc.verdict == Fail) {
-				t.Errorf("Failed() = %v with the rows %s", rep.Failed(), tc.verdict)
+			for _, row := range rep.Rows {
+				if tc.issue28 && row.Verdict == Fail && !issue28Rows[row.ID] {
+					t.Errorf("%s %s: %s (%s): a row from before issue 28 fails this flaw", row.Method, row.ID, row.Verdict, row.Got)
+				}
+			}
+			if rep.Failed() != (worst == Fail) {
+				t.Errorf("Failed() = %v with the rows %v", rep.Failed(), tc.want)
 			}
 			if t.Failed() {
 				t.Logf("report:\n%s", reportText(rep))
+			}
+		})
+	}
+}
+
+func verdicts(v Verdict, ids ...string) map[string]Verdict {
+	m := map[string]Verdict{}
+	for _, id := range ids {
+		m[id] = v
+	}
+	return m
+}
+
+// A strict run fails on a WARN or a SKIP: a server that ignores the slow
+// and fail headers no longer passes by skipping the rows that need them.
+func TestStrictFailsOnWarnAndSkip(t *testing.T) {
+	for _, f := range []flaw{flawIgnoresSlow, flawIgnoresFail, flawNoMarker} {
+		t.Run(string(f), func(t *testing.T) {
+			t.Parallel()
+			s := newFlawedServer(t, f)
+			cfg := s.config()
+			cfg.Methods = nil
+			if rep := runReport(t, cfg); rep.Failed() {
+				t.Errorf("not strict: Failed() with %v", rep.Counts())
+			}
+			cfg.Strict = true
+			rep := runReport(t, cfg)
+			if !rep.Failed() {
+				t.Errorf("strict: not Failed() with %v", rep.Counts())
+			}
+			var junit strings.Builder
+			if err := rep.WriteJUnit(&junit); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(junit.String(), `failures="`) || strings.Contains(junit.String(), `failures="0"`) {
+				t.Errorf("strict JUnit without failures:\n%s", junit.String())
 			}
 		})
 	}
@@ -161,17 +247,102 @@ func TestUnreachableServerFails(t *testing.T) {
 func TestPlanMatchesBudget(t *testing.T) {
 	s := newFlawedServer(t)
 	cfg := s.config()
-	requests, reads, err := Plan(cfg)
+	b, err := PlanBound(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 24 base requests plus 2 operations of (1+2) + 4 + (1+4) in chaos mode.
-	if requests != 24+2*(3+4+5) || reads != 3+2+2+3*2*2 {
-		t.Errorf("Plan = %d requests, %d reads", requests, reads)
+	// For each of the two methods: 1 missing-key, 2 replay, 3 mismatch, 2×(3
+	// fields + the query), 2+2 in-progress, 1+60 lease, 2 5xx, 3 scope, 5
+	// invalid keys, 3 two-key-lines, 3 quoted, and the retention schedule:
+	// 2 expiry, 2 replay-after, 1+13 window retries (1s, 2s, ... 2048s and
+	// 3599s, within an hour's TTL); then 2 operations of (1+2) + 4 + (1+4)
+	// in chaos mode.
+	perMethod := 1 + 2 + 3 + 8 + 4 + 61 + 2 + 3 + 5 + 3 + 3 + (2 + 2 + 14) + 2*(3+4+5)
+	reads := 3 + 2 + 2 + 2 + 2 + 3*2*2
+	wait := 2 * (flawedTTL + time.Second) // the expiry row's wait, the longest of each method's schedule
+	if b.Requests != 2*perMethod || b.Reads != 2*reads || b.Wait != wait || b.Time != defaultTimeAllowance+wait {
+		t.Errorf("PlanBound = %+v, want %d requests, %d reads, %s waits", b, 2*perMethod, 2*reads, wait)
+	}
+	if requests, r, _ := Plan(cfg); requests != b.Requests || r != b.Reads {
+		t.Errorf("Plan = %d, %d; PlanBound %+v", requests, r, b)
 	}
 	rep := runReport(t, cfg)
-	if rep.Budget != requests || rep.Sent == 0 {
-		t.Errorf("Budget %d, Sent %d; Plan said %d", rep.Budget, rep.Sent, requests)
+	if rep.Budget != b.Requests || rep.TimeBound != b.Time || rep.Sent == 0 {
+		t.Errorf("Budget %d, TimeBound %s, Sent %d; PlanBound said %+v", rep.Budget, rep.TimeBound, rep.Sent, b)
+	}
+}
+
+// The wait budget decides which retention rows run: none waits past it, and
+// the window ends where it does.
+func TestWaitBudget(t *testing.T) {
+	s := newFlawedServer(t, flawShortRetention)
+	cfg := s.config()
+	cfg.Methods = nil
+	cfg.TTL = 24 * time.Hour
+	cfg.ReplayAfter = 12 * time.Hour
+	cfg.MaxWait = 2 * time.Minute
+	var slept time.Duration
+	cfg.Sleep = func(_ context.Context, d time.Duration) error {
+		slept += d
+		s.advance(d)
+		return nil
+	}
+	b, err := PlanBound(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Wait != 2*time.Minute {
+		t.Errorf("planned wait %s, want the 2m budget", b.Wait)
+	}
+	rep := runReport(t, cfg)
+	if slept > cfg.MaxWait {
+		t.Errorf("waited %s, past the budget %s", slept, cfg.MaxWait)
+	}
+	for id, want := range map[string]string{"expiry": "past the wait budget of 2m0s", "replay-after": "past the wait budget"} {
+		if row := rep.Row(id); row.Verdict != Skip || !strings.Contains(row.Got, want) {
+			t.Errorf("%s: %s (%s), want SKIP saying %q", id, row.Verdict, row.Got, want)
+		}
+	}
+	// A day's documented retention, records gone after a second: the
+	// window's first retry finds it.
+	if row := rep.Row("retention-window"); row.Verdict != Fail || !strings.Contains(row.Got, "gone 1s after") {
+		t.Errorf("retention-window: %s (%s), want FAIL at 1s", row.Verdict, row.Got)
+	}
+}
+
+// The run ends within its time bound, however slow the server: rows it had
+// no time for are skipped, none is failed for it, and no request past the
+// bound is sent.
+func TestTimeBoundHolds(t *testing.T) {
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-time.After(300 * time.Millisecond):
+		}
+		w.WriteHeader(http.StatusBadRequest)
+	}))
+	defer slow.Close()
+	cfg := Config{URL: slow.URL, Body: []byte(`{"a":1}`), MaxTime: time.Second, Transport: slow.Client().Transport}
+	b, err := PlanBound(cfg)
+	if err != nil || b.Time != time.Second {
+		t.Fatalf("PlanBound = %+v, %v", b, err)
+	}
+	start := time.Now()
+	rep := runReport(t, cfg)
+	if took := time.Since(start); took > b.Time+500*time.Millisecond {
+		t.Errorf("the run took %s, bound %s", took, b.Time)
+	}
+	if rep.Sent > rep.Budget || rep.Sent > 5 {
+		t.Errorf("sent %d requests in a second of 300ms answers (budget %d)", rep.Sent, rep.Budget)
+	}
+	n := rep.Counts()
+	if n[Skip] == 0 || !strings.Contains(reportText(rep), "time bound (1s, -max-time) was reached") {
+		t.Errorf("no row says the bound cut it:\n%s", reportText(rep))
+	}
+	for _, row := range rep.Rows {
+		if row.Verdict == Fail {
+			t.Errorf("%s: FAIL (%s) in a run the bound cut short", row.ID, row.Got)
+		}
 	}
 }
 

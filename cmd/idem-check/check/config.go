@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 )
@@ -22,11 +23,17 @@ type Config struct {
 	URL string
 	// Method is the operation's method; POST when empty.
 	Method string
-	// Body is the request body of the operation.
+	// Methods are the methods the operation accepts: every row runs once
+	// for each, in this order. Empty: Method alone.
+	Methods []string
+	// Body is the request body of the operation. It is a template: each
+	// {{id}} in it (IDPlaceholder) is replaced by an id unique to the
+	// operation (one idempotency key), so that an Effect can count that one
+	// operation (EffectURL and EffectCommand replace {{id}} too).
 	Body []byte
-	// OtherBody is a different body for the mismatch row. Empty: derived from
-	// Body when Body is a JSON object (a number in it incremented, or a field
-	// added), otherwise the row is skipped.
+	// OtherBody is a different body for the mismatch row (a template like
+	// Body). Empty: derived from Body when Body is a JSON object (a number in
+	// it incremented, or a field added), otherwise the row is skipped.
 	OtherBody []byte
 	// Header is sent on every request: the credentials of the first
 	// principal, Content-Type, ...
@@ -40,11 +47,41 @@ type Config struct {
 	// Fail is added to the first request of the 5xx row to make the handler
 	// answer 5xx (for idem-server: Chaos-Fail: 500). Empty: skipped.
 	Fail http.Header
-	// TTL is how long the server says it keeps a key; the expiry row waits
-	// TTL+TTLMargin, then expects the key to be new again. Zero: skipped.
+	// LeaseSlow is added to the first request of the in-progress-lease row:
+	// a handler slower than any lease (claim, lock) the server may hold
+	// (idem-server: Chaos-Delay: 35s against its 30s -lock-ttl). Empty:
+	// Slow.
+	LeaseSlow http.Header
+	// Lease is the longest lease the server documents; the lease row is
+	// skipped when the LeaseSlow handler did not outlast it. Zero: unknown.
+	Lease time.Duration
+	// LeaseStep is how often the lease row sends a duplicate while the
+	// first request runs; 1s when zero (a quarter of Lease when that is
+	// shorter, at least 50ms).
+	LeaseStep time.Duration
+	// TTL is how long the server says it keeps a record: the expiry row
+	// waits TTL+TTLMargin, then expects the key to be new again, and the
+	// retention-window row expects a replay at times spread over it (up to
+	// TTL-TTLMargin). Zero: both skipped.
 	TTL time.Duration
-	// TTLMargin is added to TTL before the expiry row's retry; 1s when zero.
+	// TTLMargin is added to TTL before the expiry row's retry, and taken
+	// from it at the end of the retention window; 1s when zero.
 	TTLMargin time.Duration
+	// ReplayAfter is when the replay-after row retries a key: it expects
+	// the replay then. It must be shorter than TTL. Zero: skipped.
+	ReplayAfter time.Duration
+	// MaxWait bounds the time the run waits on purpose (the expiry and
+	// retention rows, which share one schedule): a row whose wait does not
+	// fit is skipped and says so, and the retention window ends where the
+	// budget does. Zero: one hour plus TTLMargin.
+	MaxWait time.Duration
+	// MaxTime bounds the whole run: past it, the rows not yet judged are
+	// skipped. Zero: 10 minutes plus the planned waits. PlanBound
+	// announces it.
+	MaxTime time.Duration
+	// Strict makes a WARN or a SKIP fail the run (Report.Failed), as a FAIL
+	// does.
+	Strict bool
 	// KeyHeader is the key's header name; Idempotency-Key when empty.
 	KeyHeader string
 	// ReplayHeader is the header a replay carries; Idempotent-Replayed when
@@ -104,6 +141,21 @@ func (c *Config) withDefaults() (Config, error) {
 		cfg.Method = http.MethodPost
 	}
 	cfg.Method = strings.ToUpper(cfg.Method)
+	if len(cfg.Methods) == 0 {
+		cfg.Methods = []string{cfg.Method}
+	}
+	methods := make([]string, 0, len(cfg.Methods))
+	for _, m := range cfg.Methods {
+		m = strings.ToUpper(m)
+		if !validToken(m) {
+			return cfg, fmt.Errorf("%w: method %q is not an HTTP token", ErrConfig, m)
+		}
+		if slices.Contains(methods, m) {
+			return cfg, fmt.Errorf("%w: method %s given twice", ErrConfig, m)
+		}
+		methods = append(methods, m)
+	}
+	cfg.Methods, cfg.Method = methods, methods[0]
 	if cfg.KeyHeader == "" {
 		cfg.KeyHeader = "Idempotency-Key"
 	}
@@ -121,6 +173,24 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if cfg.TTLMargin <= 0 {
 		cfg.TTLMargin = time.Second
+	}
+	if cfg.ReplayAfter < 0 || cfg.TTL > 0 && cfg.ReplayAfter >= cfg.TTL {
+		return cfg, fmt.Errorf("%w: ReplayAfter %v: want a positive duration shorter than TTL %v", ErrConfig, cfg.ReplayAfter, cfg.TTL)
+	}
+	if cfg.MaxWait < 0 || cfg.MaxTime < 0 || cfg.Lease < 0 || cfg.LeaseStep < 0 {
+		return cfg, fmt.Errorf("%w: MaxWait, MaxTime, Lease and LeaseStep cannot be negative", ErrConfig)
+	}
+	if cfg.MaxWait == 0 {
+		cfg.MaxWait = time.Hour + cfg.TTLMargin
+	}
+	if len(cfg.LeaseSlow) == 0 {
+		cfg.LeaseSlow = cfg.Slow
+	}
+	if cfg.LeaseStep == 0 {
+		cfg.LeaseStep = time.Second
+		if cfg.Lease > 0 {
+			cfg.LeaseStep = min(cfg.LeaseStep, max(cfg.Lease/4, 50*time.Millisecond))
+		}
 	}
 	if cfg.Duplicates <= 0 {
 		cfg.Duplicates = 4
@@ -156,6 +226,23 @@ func (c *Config) withDefaults() (Config, error) {
 		cfg.OtherBody = deriveOtherBody(cfg.Body)
 	}
 	return cfg, nil
+}
+
+// validToken reports whether s is an RFC 9110 token (a method or a field
+// name).
+func validToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range []byte(s) {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // randomKey is a random UUID (version 4), the key the draft recommends.

@@ -22,7 +22,14 @@
 // answers after the server acted and sends concurrent duplicates, and the
 // rows count duplicate effects per operation under each fault.
 //
+// Every row runs once for each of Config.Methods. Config.Body is a template:
+// each {{id}} (IDPlaceholder) becomes an id unique to the operation, which
+// EffectURL and EffectCommand fill in too, so that an effect count is of one
+// operation alone. With Config.Strict, a WARN or a SKIP fails the report as
+// a FAIL does.
+//
 // A Run sends only to Config.URL (and Effect's URL), at most the number of
-// requests Plan returns; a request past it is refused (ErrBudget). Requests
-// follow no redirect.
+// requests PlanBound returns, and ends within its Time (the rows it had no
+// time for are skipped); a request past the bound is refused (ErrBudget).
+// Requests follow no redirect.
 package check

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/url"
 	"os/exec"
 	"sort"
 	"strconv"
@@ -18,10 +19,31 @@ import (
 // An Effect counts what the operation did on the server (payments made,
 // rows written): a count that each execution raises by one. The check reads
 // it before and after a row to tell executions from replays.
+//
+// An Effect that also has the method ForOperation(id string) Effect (an
+// OperationEffect, as EffectURL and EffectCommand are) can count one
+// operation alone: the check counts each operation with the Effect
+// ForOperation returns for its id (see IDPlaceholder).
 type Effect interface {
 	Count(ctx context.Context) (int64, error)
 	// String says what is counted, for the report.
 	String() string
+}
+
+// An OperationEffect is an Effect that can count the effects of one
+// operation: the one whose body carries id in place of IDPlaceholder.
+type OperationEffect interface {
+	Effect
+	ForOperation(id string) Effect
+}
+
+// forOperation is e for the operation with id: e.ForOperation(id) when e is
+// an OperationEffect, e itself otherwise.
+func forOperation(e Effect, id string) Effect {
+	if oe, ok := e.(OperationEffect); ok {
+		return oe.ForOperation(id)
+	}
+	return e
 }
 
 // EffectURL counts with a GET of URL: the number at Path in the JSON answer
@@ -35,6 +57,14 @@ type EffectURL struct {
 }
 
 func (e *EffectURL) String() string { return fmt.Sprintf("GET %s, JSON %s", e.URL, e.Path) }
+
+// ForOperation returns e with IDPlaceholder in its URL replaced by id
+// (escaped for a URL).
+func (e *EffectURL) ForOperation(id string) Effect {
+	c := *e
+	c.URL = strings.ReplaceAll(e.URL, IDPlaceholder, url.QueryEscape(id))
+	return &c
+}
 
 // Count implements Effect.
 func (e *EffectURL) Count(ctx context.Context) (int64, error) {
@@ -139,6 +169,16 @@ type EffectCommand struct {
 
 func (e *EffectCommand) String() string {
 	return "command " + strings.Join(append([]string{e.Name}, e.Args...), " ")
+}
+
+// ForOperation returns e with IDPlaceholder in its arguments replaced by id
+// (letters and digits: nothing a shell would read as syntax).
+func (e *EffectCommand) ForOperation(id string) Effect {
+	c := &EffectCommand{Name: e.Name, Args: make([]string, len(e.Args))}
+	for i, a := range e.Args {
+		c.Args[i] = strings.ReplaceAll(a, IDPlaceholder, id)
+	}
+	return c
 }
 
 // Count implements Effect.

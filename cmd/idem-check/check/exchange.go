@@ -68,7 +68,9 @@ func (e *exchange) short() string {
 // reqOpts says how to send one request of the operation.
 type reqOpts struct {
 	keys    []string      // one Idempotency-Key line each; nil: no key header
-	body    []byte        // nil: the configured body
+	op      string        // the operation's id, for the body's IDPlaceholder; "": a new one
+	body    []byte        // nil: the configured body (a template, as it is)
+	query   string        // added to the URL's query ("a=b"); "": none
 	extra   []http.Header // added after the configured headers, replacing what they name
 	base    string        // another URL to send to (the chaos proxy); "": the target
 	client  *http.Client  // nil: the runner's
@@ -81,7 +83,12 @@ func (r *runner) send(ctx context.Context, o reqOpts) *exchange {
 	if body == nil {
 		body = r.cfg.Body
 	}
-	url := r.cfg.URL
+	id := o.op
+	if id == "" {
+		id = operationID(r.cfg.NewKey())
+	}
+	body = render(body, id)
+	url := withQuery(r.cfg.URL, o.query)
 	if o.base != "" {
 		url = o.base
 	}
@@ -140,6 +147,23 @@ func (r *runner) send(ctx context.Context, o reqOpts) *exchange {
 	return ex
 }
 
+// withQuery returns u with q added to its query (u was parsed by
+// Config.withDefaults).
+func withQuery(u, q string) string {
+	if q == "" {
+		return u
+	}
+	p, err := neturl.Parse(u)
+	if err != nil {
+		return u
+	}
+	if p.RawQuery != "" {
+		q = p.RawQuery + "&" + q
+	}
+	p.RawQuery = q
+	return p.String()
+}
+
 // isMarker reads a replay marker's value: true, 1 or the Structured Field
 // boolean ?1.
 func isMarker(v string) bool {
@@ -158,6 +182,12 @@ type countingTransport struct {
 }
 
 func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if err := req.Context().Err(); err != nil { // never sent: not counted
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, err
+	}
 	if t.sent.Add(1) > t.limit {
 		t.sent.Add(-1)
 		if req.Body != nil {

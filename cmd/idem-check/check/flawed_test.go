@@ -40,16 +40,31 @@ const (
 	flawQuotedDistinct  flaw = `takes "k" and k for two keys`
 	flawNeverExpires    flaw = "never expires keys"
 	flawNoLock          flaw = "stores only after the handler, with no claim"
+
+	// The flaws of issue 28: each double-charges or drops a request, and
+	// each passed the documented invocation before the rows that find it.
+	flawFingerprintSubset flaw = "fingerprints the amount field only"
+	flawIgnoresQuery      flaw = "leaves the query string out of the fingerprint"
+	flawDropAfterMismatch flaw = "drops the record after refusing another body"
+	flawShortRetention    flaw = "expires records after a second, documenting an hour"
+	flawLeaseExpires      flaw = "lets a claim expire while its handler still runs"
+	flawFirstOfTwoLines   flaw = "uses the first of two key lines silently"
+	flawIgnoresPrefer     flaw = "makes a duplicate wait for the first, whatever its Prefer: wait"
+	flawKeyIgnoredOnPUT   flaw = "ignores the key on PUT"
+	flawIgnoresSlow       flaw = "ignores the slow headers"
+	flawIgnoresFail       flaw = "ignores the fail header"
 )
 
 // flawedServer is a small idempotency layer with its effects counted:
-// POST /op executes (one effect per execution, per principal) and answers
-// 201 with a body unique to the execution, a Location and a cookie;
-// GET /count answers {"count": N} for the caller's principal.
+// POST /op and PUT /op execute (one effect per execution, per principal and
+// "ref" of the body) and answer 201 with a body unique to the execution, a
+// Location and a cookie; GET /count?ref=R answers {"count": N} for the
+// caller's principal and R.
 //
 // Request headers drive the handler: X-Fail: 1 answers 503 (inside the
 // layer); X-Slow: 1 holds the execution until a duplicate with the same key
-// arrives (or 5s pass), so in-progress rows are exact without timing.
+// arrives, X-Long: 1 until three have (or 5s pass), so in-progress rows are
+// exact without timing.
 type flawedServer struct {
 	*httptest.Server
 	flaws map[flaw]bool
@@ -58,14 +73,32 @@ type flawedServer struct {
 	now     time.Time // the fake clock, moved by advance
 	records map[string]*record
 	effects map[string]int
-	arrived map[string]chan struct{} // per key: a duplicate arrived
-	held    map[string]bool          // per key: a first request was held
+	holds   map[string]*hold // per key: the first request held until duplicates arrive
+	held    map[string]bool  // per key: a first request was held
 	seq     int
 }
+
+// A hold keeps a first request in its handler until need duplicates arrived.
+type hold struct {
+	need, seen int
+	done       chan struct{}
+	prefer     bool // the duplicate that released it carried Prefer
+}
+
+// flawedLongDuplicates is how many duplicates an X-Long request waits for;
+// with flawLeaseExpires, the claim is gone for the second.
+const flawedLongDuplicates = 3
+
+// flawedPreferTail is how long an X-Slow request still runs after its
+// duplicate arrived, with flawIgnoresPrefer: past Prefer: wait=1.
+const flawedPreferTail = 2 * time.Second
 
 type record struct {
 	fp      [32]byte
 	done    bool
+	dups    int           // duplicates that found the claim in progress
+	long    bool          // of a claim: its request asked for X-Long
+	settled chan struct{} // of a claim: closed when it is recorded or released
 	status  int
 	header  http.Header
 	body    []byte
@@ -76,15 +109,16 @@ const flawedTTL = time.Hour
 
 func newFlawedServer(t *testing.T, flaws ...flaw) *flawedServer {
 	s := &flawedServer{flaws: map[flaw]bool{}, now: time.Unix(1e9, 0), records: map[string]*record{},
-		effects: map[string]int{}, arrived: map[string]chan struct{}{}, held: map[string]bool{}}
+		effects: map[string]int{}, holds: map[string]*hold{}, held: map[string]bool{}}
 	for _, f := range flaws {
 		s.flaws[f] = true
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /op", s.op)
+	mux.HandleFunc("PUT /op", s.op)
 	mux.HandleFunc("GET /count", func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
-		n := s.effects[r.Header.Get("Authorization")]
+		n := s.effects[r.Header.Get("Authorization")+"|"+r.URL.Query().Get("ref")]
 		s.mu.Unlock()
 		fmt.Fprintf(w, `{"count":%d}`, n)
 	})
@@ -99,19 +133,24 @@ func (s *flawedServer) advance(d time.Duration) {
 	s.mu.Unlock()
 }
 
-// config is a Config for every row of this server.
+// config is a Config for every row of this server, on both its methods.
 func (s *flawedServer) config() Config {
 	return Config{
 		URL:            s.URL + "/op",
-		Body:           []byte(`{"amount":100,"currency":"EUR"}`),
+		Methods:        []string{http.MethodPost, http.MethodPut},
+		Body:           []byte(`{"amount":100,"currency":"EUR","ref":"op_{{id}}"}`),
 		Header:         http.Header{"Authorization": {"Bearer alice"}, "Content-Type": {"application/json"}},
 		OtherPrincipal: http.Header{"Authorization": {"Bearer bob"}},
 		Slow:           http.Header{"X-Slow": {"1"}},
+		LeaseSlow:      http.Header{"X-Long": {"1"}},
+		LeaseStep:      20 * time.Millisecond,
 		Fail:           http.Header{"X-Fail": {"1"}},
 		TTL:            flawedTTL,
-		Effect:         &EffectURL{URL: s.URL + "/count", Path: "count", Header: http.Header{"Authorization": {"Bearer alice"}}},
-		Chaos:          true,
-		Transport:      s.Client().Transport,
+		ReplayAfter:    flawedTTL / 2,
+		Effect: &EffectURL{URL: s.URL + "/count?ref=op_{{id}}", Path: "count",
+			Header: http.Header{"Authorization": {"Bearer alice"}}},
+		Chaos:     true,
+		Transport: s.Client().Transport,
 		Sleep: func(_ context.Context, d time.Duration) error {
 			s.advance(d)
 			return nil
@@ -141,6 +180,8 @@ func (s *flawedServer) parseKey(r *http.Request) (string, int, string) {
 			return "", 0, ""
 		}
 		return "", http.StatusBadRequest, "missing key"
+	case len(lines) > 1 && s.flaws[flawFirstOfTwoLines]:
+		lines = lines[:1]
 	case len(lines) > 1:
 		return "", bad, "two key lines"
 	}
@@ -167,16 +208,41 @@ func (s *flawedServer) parseKey(r *http.Request) (string, int, string) {
 	return k, 0, ""
 }
 
+// fingerprint identifies the request as the layer sees it: method, query
+// and body, less what its flaws leave out.
+func (s *flawedServer) fingerprint(r *http.Request, body []byte) [32]byte {
+	query := r.URL.RawQuery
+	if s.flaws[flawIgnoresQuery] {
+		query = ""
+	}
+	if s.flaws[flawFingerprintSubset] {
+		var v struct{ Amount json.Number }
+		_ = json.Unmarshal(body, &v)
+		body = []byte(v.Amount)
+	}
+	if s.flaws[flawIgnoresBody] {
+		body = nil
+	}
+	return sha256.Sum256([]byte(r.Method + "\x00" + query + "\x00" + string(body)))
+}
+
 func (s *flawedServer) op(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	principal := r.Header.Get("Authorization")
+	var ref struct{ Ref string }
+	_ = json.Unmarshal(body, &ref)
+	counter := principal + "|" + ref.Ref
+	if r.Method == http.MethodPut && s.flaws[flawKeyIgnoredOnPUT] {
+		s.execute(w, r, principal, counter)
+		return
+	}
 	key, status, why := s.parseKey(r)
 	if status != 0 {
 		problem(w, status, why)
 		return
 	}
 	if key == "" { // processed without a key
-		s.execute(w, r, principal, "")
+		s.execute(w, r, principal, counter)
 		return
 	}
 	if s.flaws[flawValidKey500] {
@@ -187,28 +253,42 @@ func (s *flawedServer) op(w http.ResponseWriter, r *http.Request) {
 	if s.flaws[flawGlobalKeys] || s.flaws[flawGlobalNoMarker] {
 		id = key
 	}
-	fp := sha256.Sum256(body)
-	if s.flaws[flawIgnoresBody] {
-		fp = [32]byte{}
-	}
+	fp := s.fingerprint(r, body)
 
 	s.mu.Lock()
-	if ch, ok := s.arrived[id]; ok {
-		close(ch) // a duplicate of a held first request
-		delete(s.arrived, id)
+	if h := s.holds[id]; h != nil {
+		h.seen++ // a duplicate of a held first request
+		if h.seen == h.need {
+			h.prefer = r.Header.Get("Prefer") != ""
+			close(h.done)
+			delete(s.holds, id)
+		}
 	}
 	rec := s.records[id]
 	if rec != nil && rec.done && !s.flaws[flawNeverExpires] && !s.now.Before(rec.expires) {
 		rec = nil
 	}
+	if rec != nil && !rec.done {
+		rec.dups++
+		if s.flaws[flawLeaseExpires] && rec.long && rec.dups >= 2 {
+			rec = nil // the claim's lease ran out under its handler
+		}
+	}
 	switch {
 	case rec == nil:
 		if !s.flaws[flawNoLock] {
-			s.records[id] = &record{fp: fp}
+			s.records[id] = &record{fp: fp, settled: make(chan struct{}), long: r.Header.Get("X-Long") != ""}
 		}
 	case rec.fp != fp:
+		if s.flaws[flawDropAfterMismatch] {
+			delete(s.records, id)
+		}
 		s.mu.Unlock()
 		problem(w, http.StatusUnprocessableEntity, "another body")
+		return
+	case !rec.done && s.flaws[flawIgnoresPrefer] && r.Header.Get("Prefer") != "":
+		s.mu.Unlock()
+		s.waitSettled(w, id, rec)
 		return
 	case !rec.done && !s.flaws[flawConcurrentTwice]:
 		s.mu.Unlock()
@@ -217,39 +297,55 @@ func (s *flawedServer) op(w http.ResponseWriter, r *http.Request) {
 	case rec.done:
 		s.mu.Unlock()
 		if s.flaws[flawRunsAgain] {
-			s.execute(httptest.NewRecorder(), r, principal, id)
+			s.execute(httptest.NewRecorder(), r, principal, counter)
 		}
 		s.replay(w, rec)
 		return
 	}
-	var hold chan struct{}
-	if r.Header.Get("X-Slow") != "" && !s.held[id] {
+	var h *hold
+	switch {
+	case s.flaws[flawIgnoresSlow] || s.held[id]:
+	case r.Header.Get("X-Slow") != "":
+		h = &hold{need: 1, done: make(chan struct{})}
+	case r.Header.Get("X-Long") != "":
+		h = &hold{need: flawedLongDuplicates, done: make(chan struct{})}
+	}
+	if h != nil {
 		s.held[id] = true
-		hold = make(chan struct{})
-		s.arrived[id] = hold
+		s.holds[id] = h
 	}
 	s.mu.Unlock()
-	if hold != nil {
+	if h != nil {
 		select {
-		case <-hold:
+		case <-h.done:
 		case <-time.After(5 * time.Second):
+		}
+		if s.flaws[flawIgnoresPrefer] && h.prefer {
+			time.Sleep(flawedPreferTail) // the handler's run goes on past Prefer: wait=1
 		}
 	}
 
 	rw := httptest.NewRecorder()
-	if r.Header.Get("X-Fail") != "" {
+	if r.Header.Get("X-Fail") != "" && !s.flaws[flawIgnoresFail] {
 		problem(rw, http.StatusServiceUnavailable, "failed")
 	} else {
-		s.execute(rw, r, principal, id)
+		s.execute(rw, r, principal, counter)
+	}
+	retention := flawedTTL
+	if s.flaws[flawShortRetention] {
+		retention = time.Second
 	}
 	s.mu.Lock()
+	if claim := s.records[id]; claim != nil && claim.settled != nil && !claim.done {
+		close(claim.settled)
+	}
 	switch {
 	case rw.Code >= 500 && s.flaws[flawStuckAfter5xx]:
 	case rw.Code >= 500 && !s.flaws[flawStores5xx]:
 		delete(s.records, id)
 	default:
 		s.records[id] = &record{fp: fp, done: true, status: rw.Code, header: rw.Header().Clone(), body: rw.Body.Bytes(),
-			expires: s.now.Add(flawedTTL)}
+			expires: s.now.Add(retention)}
 	}
 	s.mu.Unlock()
 	for k, vs := range rw.Header() {
@@ -262,10 +358,30 @@ func (s *flawedServer) op(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(rw.Body.Bytes())
 }
 
-// execute is the operation: one effect, a body unique to it.
-func (s *flawedServer) execute(w http.ResponseWriter, r *http.Request, principal, id string) {
+// waitSettled waits until the claim rec under id is recorded or released,
+// then replays the record.
+func (s *flawedServer) waitSettled(w http.ResponseWriter, id string, claim *record) {
+	select {
+	case <-claim.settled:
+	case <-time.After(5 * time.Second):
+		problem(w, http.StatusConflict, "in progress")
+		return
+	}
 	s.mu.Lock()
-	s.effects[principal]++
+	rec := s.records[id]
+	s.mu.Unlock()
+	if rec == nil || !rec.done {
+		problem(w, http.StatusConflict, "released")
+		return
+	}
+	s.replay(w, rec)
+}
+
+// execute is the operation: one effect, counted under counter (principal
+// and ref), a body unique to it.
+func (s *flawedServer) execute(w http.ResponseWriter, r *http.Request, principal, counter string) {
+	s.mu.Lock()
+	s.effects[counter]++
 	s.seq++
 	n := s.seq
 	s.mu.Unlock()

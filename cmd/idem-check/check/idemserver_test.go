@@ -35,26 +35,35 @@ func (c *fakeClock) Sleep(_ context.Context, d time.Duration) error {
 
 // idemServerConfig is the Config of every row for the demo payments API at
 // base (idem-server's routes), with Chaos-* headers for slow and failing
-// handlers.
-func idemServerConfig(base string, ttl time.Duration) check.Config {
-	customer := "cus_check"
+// handlers, one customer per operation (the body template's {{id}}) so that
+// the effect count is the operation's own, and a lease row whose handler
+// outlasts lease (the server's -lock-ttl).
+func idemServerConfig(base string, ttl, lease time.Duration) check.Config {
 	return check.Config{
 		URL:            base + "/payments",
-		Body:           []byte(`{"customer":"` + customer + `","amount":1999,"currency":"EUR"}`),
+		Body:           []byte(`{"customer":"cus_{{id}}","amount":1999,"currency":"EUR"}`),
 		Header:         http.Header{"Authorization": {"Bearer alice"}, "Content-Type": {"application/json"}},
 		OtherPrincipal: http.Header{"Authorization": {"Bearer bob"}},
-		Slow:           http.Header{"Chaos-Delay": {"1s"}},
-		Fail:           http.Header{"Chaos-Fail": {"500"}},
-		TTL:            ttl,
-		TTLMargin:      time.Second,
-		Effect: &check.EffectURL{URL: base + "/payments?customer=" + customer, Path: "count",
+		// Longer than Prefer: wait=1 plus its tolerance, so that the
+		// prefer-wait row can tell a wait honoured from one ignored.
+		Slow:      http.Header{"Chaos-Delay": {"2s"}},
+		LeaseSlow: http.Header{"Chaos-Delay": {(3 * lease).String()}},
+		Lease:     lease,
+		Fail:      http.Header{"Chaos-Fail": {"500"}},
+		TTL:       ttl,
+		TTLMargin: time.Second,
+		// Half the TTL: still kept.
+		ReplayAfter: ttl / 2,
+		Effect: &check.EffectURL{URL: base + "/payments?customer=cus_{{id}}", Path: "count",
 			Header: http.Header{"Authorization": {"Bearer alice"}}},
-		Chaos: true,
+		Chaos:  true,
+		Strict: true,
 	}
 }
 
 // idem's own middleware, in-process over the memory store, passes every row.
 func TestIdemServerInProcessPassesEveryRow(t *testing.T) {
+	t.Parallel()
 	clock := &fakeClock{now: time.Unix(2e9, 0)}
 	const ttl = 10 * time.Minute
 	srv := idemtest.NewServer(
@@ -62,11 +71,16 @@ func TestIdemServerInProcessPassesEveryRow(t *testing.T) {
 		idemtest.WithMiddlewareOptions(server.WithTTL(ttl)),
 	)
 	defer srv.Close()
-	cfg := idemServerConfig(srv.URL, ttl)
+	cfg := idemServerConfig(srv.URL, ttl, time.Second)
+	cfg.Lease = 0 // idemtest's lease is the default 30s: the row runs, but cannot tell
 	cfg.Sleep = clock.Sleep
 	rep := run(t, cfg)
 	wantEveryRowPasses(t, rep)
 }
+
+// idemServerRows is how many rows a run of idemServerConfig has: the demo's
+// body has three fields.
+const idemServerRows = 32
 
 func run(t *testing.T, cfg check.Config) *check.Report {
 	t.Helper()
@@ -81,8 +95,11 @@ func run(t *testing.T, cfg check.Config) *check.Report {
 
 func wantEveryRowPasses(t *testing.T, rep *check.Report) {
 	t.Helper()
-	if len(rep.Rows) != 23 {
-		t.Errorf("%d rows, want 23", len(rep.Rows))
+	if len(rep.Rows) != idemServerRows {
+		t.Errorf("%d rows, want %d", len(rep.Rows), idemServerRows)
+	}
+	if rep.Failed() {
+		t.Error("a strict run failed")
 	}
 	for _, row := range rep.Rows {
 		if row.Verdict != check.Pass {

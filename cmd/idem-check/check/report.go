@@ -24,7 +24,9 @@ const (
 
 // A Row is one expectation and what the server did about it.
 type Row struct {
-	ID       string     `json:"id"`
+	ID string `json:"id"`
+	// Method is the method the row checked (Config.Methods).
+	Method   string     `json:"method,omitempty"`
 	Title    string     `json:"title"`
 	Verdict  Verdict    `json:"verdict"`
 	Expected string     `json:"expected"`
@@ -42,26 +44,38 @@ type Exchange struct {
 
 // A Report is the outcome of a Run.
 type Report struct {
-	Method string `json:"method"`
-	URL    string `json:"url"`
+	// Method is the first of Methods, every method checked.
+	Method  string   `json:"method"`
+	Methods []string `json:"methods"`
+	URL     string   `json:"url"`
 	// Budget is the most requests the run could send to URL, announced
 	// before the first; Sent is how many it sent.
 	Budget int `json:"budget"`
 	Sent   int `json:"sent"`
+	// TimeBound bounds the run's Duration, announced before it started.
+	TimeBound time.Duration `json:"time_bound_ns"`
+	// Strict says that a WARN or a SKIP fails the run as a FAIL does.
+	Strict bool `json:"strict,omitempty"`
 	// Effect says how effects were counted; "" when they were not.
 	Effect   string        `json:"effect,omitempty"`
 	Duration time.Duration `json:"duration_ns"`
 	Rows     []Row         `json:"rows"`
 }
 
-// Failed reports whether any row failed.
+// Failed reports whether any row failed, or, when the run was Strict, any
+// row is not a PASS.
 func (r *Report) Failed() bool {
 	for _, row := range r.Rows {
-		if row.Verdict == Fail {
+		if r.fails(row.Verdict) {
 			return true
 		}
 	}
 	return false
+}
+
+// fails reports whether verdict v fails the run.
+func (r *Report) fails(v Verdict) bool {
+	return v == Fail || r.Strict && (v == Warn || v == Skip)
 }
 
 // Counts returns how many rows have each verdict.
@@ -73,14 +87,28 @@ func (r *Report) Counts() map[Verdict]int {
 	return n
 }
 
-// Row returns the row with id, or nil.
+// Row returns the row with id of the first method, or nil.
 func (r *Report) Row(id string) *Row {
+	return r.RowOf(r.Method, id)
+}
+
+// RowOf returns the row with id of method, or nil.
+func (r *Report) RowOf(method, id string) *Row {
 	for i := range r.Rows {
-		if r.Rows[i].ID == id {
+		if r.Rows[i].ID == id && (r.Rows[i].Method == method || r.Rows[i].Method == "") {
 			return &r.Rows[i]
 		}
 	}
 	return nil
+}
+
+// label is how the text names a row: its id, after its method when the run
+// checked more than one.
+func (r *Report) label(row Row) string {
+	if len(r.Methods) > 1 {
+		return row.Method + " " + row.ID
+	}
+	return row.ID
 }
 
 // WriteText writes the report for a person: the table, then the words
@@ -88,30 +116,42 @@ func (r *Report) Row(id string) *Row {
 // with verbose).
 func (r *Report) WriteText(w io.Writer, verbose bool) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "idem-check %s %s: sent %d requests (at most %d announced), only to this URL", r.Method, r.URL, r.Sent, r.Budget)
+	fmt.Fprintf(&b, "idem-check %s %s: sent %d requests (at most %d announced), only to this URL",
+		strings.Join(r.Methods, ","), r.URL, r.Sent, r.Budget)
 	if r.Effect != "" {
 		fmt.Fprintf(&b, "; effects counted with %s", r.Effect)
 	}
-	fmt.Fprintf(&b, "; %s\n\n", r.Duration.Round(time.Millisecond))
+	fmt.Fprintf(&b, "; %s (at most %s announced)\n\n", r.Duration.Round(time.Millisecond), r.TimeBound.Round(time.Millisecond))
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "VERDICT\tCHECK\tEXPECTED\tGOT")
 	for _, row := range r.Rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", row.Verdict, row.ID, oneLine(row.Expected), oneLine(row.Got))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", row.Verdict, r.label(row), oneLine(row.Expected), oneLine(row.Got))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	n := r.Counts()
-	fmt.Fprintf(&b, "\n%d PASS, %d WARN, %d FAIL, %d SKIP\n", n[Pass], n[Warn], n[Fail], n[Skip])
-	b.WriteString("\nWhy (the words each row checks):\n")
+	fmt.Fprintf(&b, "\n%d PASS, %d WARN, %d FAIL, %d SKIP", n[Pass], n[Warn], n[Fail], n[Skip])
+	if r.Strict {
+		b.WriteString(" (strict: a WARN or a SKIP fails the run)")
+	}
+	b.WriteString("\n\nWhy (the words each row checks):\n")
+	width := 0
 	for _, row := range r.Rows {
-		fmt.Fprintf(&b, "  %-24s %s\n", row.ID, row.Source)
+		width = max(width, len(row.ID))
+	}
+	seen := map[string]bool{}
+	for _, row := range r.Rows {
+		if !seen[row.ID] {
+			seen[row.ID] = true
+			fmt.Fprintf(&b, "  %-*s %s\n", width, row.ID, row.Source)
+		}
 	}
 	for _, row := range r.Rows {
 		if len(row.Evidence) == 0 || !verbose && row.Verdict != Fail && row.Verdict != Warn {
 			continue
 		}
-		fmt.Fprintf(&b, "\n%s %s: %s\n", row.Verdict, row.ID, row.Got)
+		fmt.Fprintf(&b, "\n%s %s: %s\n", row.Verdict, r.label(row), row.Got)
 		for i, ex := range row.Evidence {
 			fmt.Fprintf(&b, "  request %d:\n%s\n  answer %d:\n%s\n", i+1, indent(ex.Request, "    "), i+1, indent(ex.Response, "    "))
 		}
@@ -157,22 +197,27 @@ type junitMessage struct {
 }
 
 // WriteJUnit writes the report as a JUnit XML test suite: a test case per
-// row, FAIL as a failure, SKIP as skipped, WARN as a pass whose output says
-// WARN.
+// row (classname "idem-check METHOD"), FAIL as a failure, SKIP as skipped,
+// WARN as a pass whose output says WARN; in a Strict run, WARN and SKIP are
+// failures too.
 func (r *Report) WriteJUnit(w io.Writer) error {
-	s := junitSuite{Name: "idem-check " + r.Method + " " + r.URL, Tests: len(r.Rows),
+	s := junitSuite{Name: "idem-check " + strings.Join(r.Methods, ",") + " " + r.URL, Tests: len(r.Rows),
 		Time: fmt.Sprintf("%.3f", r.Duration.Seconds())}
 	for _, row := range r.Rows {
-		c := junitCase{Name: row.ID, Classname: "idem-check"}
+		c := junitCase{Name: row.ID, Classname: strings.TrimSpace("idem-check " + row.Method)}
 		detail := fmt.Sprintf("%s\nexpected: %s\ngot: %s\nsource: %s", row.Title, row.Expected, row.Got, row.Source)
 		for i, ex := range row.Evidence {
 			detail += fmt.Sprintf("\nrequest %d:\n%s\nanswer %d:\n%s", i+1, ex.Request, i+1, ex.Response)
 		}
-		switch row.Verdict {
-		case Fail:
+		switch {
+		case r.fails(row.Verdict):
 			s.Failures++
-			c.Failure = &junitMessage{Message: row.Got, Text: detail}
-		case Skip:
+			msg := row.Got
+			if row.Verdict != Fail {
+				msg = string(row.Verdict) + " (strict): " + msg
+			}
+			c.Failure = &junitMessage{Message: msg, Text: detail}
+		case row.Verdict == Skip:
 			s.Skipped++
 			c.Skipped = &junitMessage{Message: row.Got}
 		default:

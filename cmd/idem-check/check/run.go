@@ -7,42 +7,105 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"time"
 )
 
 // A scenario is a group of rows that share requests.
 type scenario struct {
 	// requests is the most requests it sends to the URL; reads the most
-	// effect counts it takes.
+	// effect counts it takes; wait the time it waits on purpose.
 	requests, reads int
+	wait            time.Duration
 	run             func(ctx context.Context, r *runner) []Row
 }
 
-// runner runs the scenarios of one Config.
+// runner runs the scenarios of one method of a Config.
 type runner struct {
-	cfg     Config
+	cfg     Config // Method is the one this runner checks
 	counter *countingTransport
 	client  *http.Client
 }
 
-// Plan returns the most requests a Run of cfg sends to cfg.URL, and the most
-// effect counts it takes, without sending anything.
-func Plan(cfg Config) (requests, reads int, err error) {
-	c, err := cfg.withDefaults()
-	if err != nil {
-		return 0, 0, err
-	}
-	for _, s := range scenarios(&c) {
-		requests += s.requests
-		reads += s.reads
-	}
-	return requests, reads, nil
+// A Bound is what a Run of a Config may do at most, known before it sends
+// anything: the command announces it, and Run keeps to it.
+type Bound struct {
+	// Requests is the most requests sent to the operation's URL, over every
+	// method; a request past it is refused (ErrBudget).
+	Requests int
+	// Reads is the most effect counts taken.
+	Reads int
+	// Wait is the time the run waits on purpose (expiry, retention).
+	Wait time.Duration
+	// Time bounds the whole run, Wait included (Config.MaxTime): a row not
+	// judged by then is skipped.
+	Time time.Duration
 }
 
-// Run checks the operation cfg describes and reports a row per expectation.
-// It sends at most the requests Plan announces, all to cfg.URL (chaos mode
-// through a loopback proxy of its own in front of it), and counts effects
-// with cfg.Effect. Only a Config it cannot use is an error: a server that
-// does not answer is a row's FAIL.
+// defaultTimeAllowance is the time a run may take besides its planned waits
+// when Config.MaxTime is zero.
+const defaultTimeAllowance = 10 * time.Minute
+
+// Plan returns the most requests a Run of cfg sends to cfg.URL, and the most
+// effect counts it takes, without sending anything (PlanBound says more).
+func Plan(cfg Config) (requests, reads int, err error) {
+	b, err := PlanBound(cfg)
+	return b.Requests, b.Reads, err
+}
+
+// PlanBound returns the Bound of a Run of cfg, without sending anything.
+func PlanBound(cfg Config) (Bound, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return Bound{}, err
+	}
+	return plan(&c, allScenarios(&c)), nil
+}
+
+func plan(c *Config, list []scenario) Bound {
+	var b Bound
+	for _, s := range list {
+		b.Requests += s.requests
+		b.Reads += s.reads
+		b.Wait += s.wait
+	}
+	b.Time = c.MaxTime
+	if b.Time == 0 {
+		b.Time = defaultTimeAllowance + b.Wait
+	}
+	return b
+}
+
+// allScenarios are the scenarios of every method, in order; each runs with
+// a Config whose Method is its own.
+func allScenarios(c *Config) []scenario {
+	var list []scenario
+	for _, m := range c.Methods {
+		mc := *c
+		mc.Method = m
+		for _, s := range scenarios(&mc) {
+			run := s.run
+			s.run = func(ctx context.Context, r *runner) []Row {
+				mr := *r
+				mr.cfg = mc
+				rows := run(ctx, &mr)
+				for i := range rows {
+					rows[i].Method = m
+				}
+				return rows
+			}
+			list = append(list, s)
+		}
+	}
+	return list
+}
+
+// Run checks the operation cfg describes and reports a row per expectation,
+// for each of its methods. It sends at most the requests PlanBound
+// announces, all to cfg.URL (chaos mode through a loopback proxy of its own
+// in front of it; the mismatch-query row with one more query parameter),
+// counts effects with cfg.Effect, and ends within the Bound's Time: rows
+// not judged by then are skipped. Only a Config it cannot use, or ctx
+// ending, is an error: a server that does not answer is a row's FAIL.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	c, err := cfg.withDefaults()
 	if err != nil {
@@ -52,27 +115,66 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		// Its own transport: no connection outlives the run.
 		defer c.Transport.(*http.Transport).CloseIdleConnections()
 	}
-	list := scenarios(&c)
-	budget := 0
-	for _, s := range list {
-		budget += s.requests
-	}
-	r := &runner{cfg: c, counter: &countingTransport{next: c.Transport, limit: int64(budget)}}
+	list := allScenarios(&c)
+	bound := plan(&c, list)
+	r := &runner{cfg: c, counter: &countingTransport{next: c.Transport, limit: int64(bound.Requests)}}
 	r.client = &http.Client{Transport: r.counter, CheckRedirect: noRedirects}
-	rep := &Report{Method: c.Method, URL: c.URL, Budget: budget}
+	rep := &Report{Method: c.Method, Methods: c.Methods, URL: c.URL, Budget: bound.Requests,
+		TimeBound: bound.Time, Strict: c.Strict}
 	if c.Effect != nil {
 		rep.Effect = c.Effect.String()
 	}
 	start := c.Now()
+	runCtx, cancel := context.WithTimeout(ctx, bound.Time)
+	defer cancel()
 	for _, s := range list {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		rep.Rows = append(rep.Rows, s.run(ctx, r)...)
+		if runCtx.Err() != nil {
+			rep.Rows = append(rep.Rows, unjudged(s.run, r, bound.Time, "not run")...)
+			continue
+		}
+		rows := s.run(runCtx, r)
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if runCtx.Err() != nil {
+			// The bound cut the scenario short: its answers say nothing
+			// about the server.
+			rows = cutShort(rows, bound.Time)
+		}
+		rep.Rows = append(rep.Rows, rows...)
 	}
 	rep.Sent = int(r.counter.sent.Load())
 	rep.Duration = c.Now().Sub(start)
 	return rep, nil
+}
+
+// unjudged returns the rows of a scenario the run had no time for, all
+// skipped: the scenario runs with a context already done, so it sends
+// nothing (a request on a done context is not sent) and only names its rows.
+func unjudged(run func(context.Context, *runner) []Row, r *runner, bound time.Duration, what string) []Row {
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	rows := run(done, r)
+	for i := range rows {
+		rows[i].Verdict = Skip
+		rows[i].Got = fmt.Sprintf("%s: the run's time bound (%s, -max-time) was reached", what, bound)
+		rows[i].Evidence = nil
+	}
+	return rows
+}
+
+func cutShort(rows []Row, bound time.Duration) []Row {
+	for i := range rows {
+		if rows[i].Verdict == Skip {
+			continue
+		}
+		rows[i].Verdict = Skip
+		rows[i].Got = fmt.Sprintf("cut short: the run's time bound (%s, -max-time) was reached; %s", bound, rows[i].Got)
+	}
+	return rows
 }
 
 // noRedirects hands a redirect back as the answer: the check sends only to
@@ -83,14 +185,17 @@ func scenarios(c *Config) []scenario {
 	list := []scenario{
 		{requests: 1, run: missingKey},
 		{requests: 2, reads: 3, run: replay},
-		{requests: 2, run: mismatch},
+		{requests: 3, reads: 2, run: mismatch},
+		fieldScenario(c),
 		{requests: 2, reads: 2, run: func(ctx context.Context, r *runner) []Row { return inProgress(ctx, r, false) }},
 		{requests: 2, reads: 2, run: func(ctx context.Context, r *runner) []Row { return inProgress(ctx, r, true) }},
+		{requests: 1 + maxLeaseDuplicates, reads: 2, run: lease},
 		{requests: 2, run: serverError},
 		{requests: 3, run: scope},
 		{requests: len(invalidKeys), run: invalid},
+		{requests: 3, run: twoKeyLines},
 		{requests: 3, run: quoted},
-		{requests: 2, run: expiry},
+		retentionScenario(c),
 	}
 	if c.Chaos {
 		list = append(list, chaosScenarios(c)...)
@@ -103,13 +208,13 @@ func scenarios(c *Config) []scenario {
 	return list
 }
 
-// count reads the effect count; ok is false without an Effect or when it
-// failed (err says why).
-func (r *runner) count(ctx context.Context) (n int64, ok bool, err error) {
+// count reads the effect count of the operation with id; ok is false
+// without an Effect or when it failed (err says why).
+func (r *runner) count(ctx context.Context, id string) (n int64, ok bool, err error) {
 	if r.cfg.Effect == nil {
 		return 0, false, nil
 	}
-	n, err = r.cfg.Effect.Count(ctx)
+	n, err = forOperation(r.cfg.Effect, id).Count(ctx)
 	return n, err == nil, err
 }
 
@@ -161,8 +266,13 @@ func evidence(exs ...*exchange) []Exchange {
 
 // skipped returns row, SKIP because of why, as a scenario's rows.
 func (row Row) skipped(why string) []Row {
+	return []Row{row.skippedRow(why)}
+}
+
+// skippedRow returns row, SKIP because of why.
+func (row Row) skippedRow(why string) Row {
 	row.Verdict, row.Got = Skip, why
-	return []Row{row}
+	return row
 }
 
 func skipRow(id, title, expected, source, why string) Row {

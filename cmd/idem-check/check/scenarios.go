@@ -34,10 +34,10 @@ func missingKey(ctx context.Context, r *runner) []Row {
 }
 
 func replay(ctx context.Context, r *runner) []Row {
-	key := r.cfg.NewKey()
-	c0, counted, cerr := r.count(ctx)
-	first := r.send(ctx, reqOpts{keys: []string{key}})
-	c1, ok1, err1 := r.count(ctx)
+	op := r.newOperation()
+	c0, counted, cerr := r.count(ctx, op.id)
+	first := r.send(ctx, reqOpts{keys: []string{op.key}, op: op.id})
+	c1, ok1, err1 := r.count(ctx, op.id)
 
 	firstRow := Row{ID: "first-execution", Title: "a first request with a new valid key",
 		Expected: "processed (not 5xx), no replay marker", Source: srcFirst, Got: first.short()}
@@ -71,8 +71,8 @@ func replay(ctx context.Context, r *runner) []Row {
 		}
 		return rows
 	}
-	second := r.send(ctx, reqOpts{keys: []string{key}})
-	c2, ok2, err2 := r.count(ctx)
+	second := r.send(ctx, reqOpts{keys: []string{op.key}, op: op.id})
+	c2, ok2, err2 := r.count(ctx, op.id)
 	counted = counted && ok1 && ok2
 	cerr = errors.Join(cerr, err1, err2)
 	ev := evidence(first, second)
@@ -166,26 +166,30 @@ func firstDiff(a, b []byte) int {
 func mismatch(ctx context.Context, r *runner) []Row {
 	row := Row{ID: "mismatch", Title: "the same key with another body",
 		Expected: "422 (another 4xx: WARN); never the first answer, never a second execution", Source: srcMismatch}
+	orig := Row{ID: "mismatch-original-replays", Title: "the original request again, after its key was refused for another body",
+		Expected: "the first answer replayed; never a new execution, never refused", Source: srcMismatchOriginal}
 	if len(r.cfg.OtherBody) == 0 {
-		return row.skipped("no other body: give -body2 (the body is not a JSON object to derive one from)")
+		why := "no other body: give -body2 (the body is not a JSON object to derive one from)"
+		return []Row{row.skippedRow(why), orig.skippedRow(why)}
 	}
-	key := r.cfg.NewKey()
-	first := r.send(ctx, reqOpts{keys: []string{key}})
+	op := r.newOperation()
+	first := r.send(ctx, reqOpts{keys: []string{op.key}, op: op.id})
 	if first.failed() {
-		return row.skipped(firstFailed(first))
+		return []Row{row.skippedRow(firstFailed(first)), orig.skippedRow(firstFailed(first))}
 	}
-	other := r.send(ctx, reqOpts{keys: []string{key}, body: r.cfg.OtherBody})
+	other := r.send(ctx, reqOpts{keys: []string{op.key}, op: op.id, body: r.cfg.OtherBody})
 	row.Got = other.short()
+	refused := false
 	switch {
 	case other.failed():
 		row.Verdict = Fail
 	case other.status == http.StatusUnprocessableEntity:
-		row.Verdict = Pass
+		row.Verdict, refused = Pass, true
 	case other.replayed || sameAnswer(first, other):
 		row.Verdict = Fail
 		row.Got += ": the first answer, replayed for another body (the server ignores the body)"
 	case other.is4xx():
-		row.Verdict = Warn
+		row.Verdict, refused = Warn, true
 		row.Got += ": refused, but the draft says 422"
 	default:
 		row.Verdict = Fail
@@ -194,27 +198,66 @@ func mismatch(ctx context.Context, r *runner) []Row {
 	if row.Verdict != Pass {
 		row.Evidence = evidence(first, other)
 	}
-	return []Row{row}
+	if !refused {
+		return []Row{row, orig.skippedRow("the other body was not refused (see mismatch): nothing to retry after")}
+	}
+	c0, counted, _ := r.count(ctx, op.id)
+	again := r.send(ctx, reqOpts{keys: []string{op.key}, op: op.id})
+	c1, ok1, _ := r.count(ctx, op.id)
+	counted = counted && ok1
+	orig.Got = fmt.Sprintf("%s, then %s for the other body, then %s", first.short(), other.short(), again.short())
+	orig.Evidence = evidence(first, other, again)
+	switch {
+	case again.failed():
+		orig.Verdict = Fail
+	case counted && c1 > c0:
+		orig.Verdict = Fail
+		orig.Got += fmt.Sprintf(": %d new effect(s): the refusal dropped the record and the operation ran again", c1-c0)
+	case again.status == http.StatusUnprocessableEntity:
+		orig.Verdict = Fail
+		orig.Got += ": the original is now refused: the refused body replaced the record"
+	case again.replayed || sameAnswer(first, again):
+		orig.Verdict, orig.Evidence = Pass, nil
+		orig.Got += ": the first answer"
+	case again.status == http.StatusConflict:
+		orig.Verdict = Fail
+		orig.Got += ": the key is held after the refusal"
+	case again.is4xx():
+		orig.Verdict = Warn
+		orig.Got += ": refused"
+	default:
+		orig.Verdict = Fail
+		orig.Got += ": a new execution: the refusal dropped the record"
+	}
+	return []Row{row, orig}
 }
+
+// preferTolerance is how much longer than Prefer: wait=N a duplicate may
+// take and still count as answered within N seconds (the network, the
+// server's own timer).
+const preferTolerance = 500 * time.Millisecond
 
 func inProgress(ctx context.Context, r *runner, prefer bool) []Row {
 	row := Row{ID: "in-progress", Title: "a duplicate while the first request is still running",
 		Expected: "409, or a wait that ends with the replay; never a second execution", Source: srcConcurrent}
 	var dupExtra []http.Header
+	wait := time.Duration(r.cfg.PreferWait) * time.Second
 	if prefer {
 		row.ID = "in-progress-prefer-wait"
 		row.Title += fmt.Sprintf(", with Prefer: wait=%d", r.cfg.PreferWait)
+		row.Expected = fmt.Sprintf("409, or the replay, within %ds (judged against the handler's measured run); never a second execution", r.cfg.PreferWait)
+		row.Source = srcPreferWait
 		dupExtra = []http.Header{{"Prefer": {fmt.Sprintf("wait=%d", r.cfg.PreferWait)}}}
 	}
 	if len(r.cfg.Slow) == 0 {
 		return row.skipped("no headers that make the handler slow: give -slow-H (idem-server: 'Chaos-Delay: 2s')")
 	}
-	key := r.cfg.NewKey()
-	c0, counted, _ := r.count(ctx)
+	op := r.newOperation()
+	c0, counted, _ := r.count(ctx, op.id)
 	written := make(chan struct{}, 1)
 	firstDone := make(chan *exchange, 1)
 	go func() {
-		firstDone <- r.send(ctx, reqOpts{keys: []string{key}, extra: []http.Header{r.cfg.Slow}, written: written})
+		firstDone <- r.send(ctx, reqOpts{keys: []string{op.key}, op: op.id, extra: []http.Header{r.cfg.Slow}, written: written})
 	}()
 	var first, dup *exchange
 	select {
@@ -224,11 +267,11 @@ func inProgress(ctx context.Context, r *runner, prefer bool) []Row {
 			row.Verdict, row.Got = Skip, "cut short: "+err.Error()
 			return []Row{row}
 		}
-		dup = r.send(ctx, reqOpts{keys: []string{key}, extra: append([]http.Header{r.cfg.Slow}, dupExtra...)})
+		dup = r.send(ctx, reqOpts{keys: []string{op.key}, op: op.id, extra: append([]http.Header{r.cfg.Slow}, dupExtra...)})
 		first = <-firstDone
 	case first = <-firstDone: // it ended before it was written: no server
 	}
-	c1, ok1, _ := r.count(ctx)
+	c1, ok1, _ := r.count(ctx, op.id)
 	counted = counted && ok1
 	if dup == nil {
 		row.Verdict, row.Got = Fail, "the first request got "+first.short()
@@ -255,7 +298,10 @@ func inProgress(ctx context.Context, r *runner, prefer bool) []Row {
 		order = "the duplicate reached the handler first; the first request"
 	}
 	row.Got = fmt.Sprintf("execution %s; %s %s after %s", exec.short(), order, other.short(), other.elapsed().Round(10*time.Millisecond))
-	ignoredPrefer := prefer && other == dup && other.elapsed() > time.Duration(r.cfg.PreferWait+1)*time.Second
+	// How long the handler still ran once the duplicate was sent: what
+	// Prefer: wait is judged against.
+	remaining := exec.end.Sub(dup.start)
+	waitedPast := prefer && other == dup && other.elapsed() > wait+preferTolerance
 	effects := c1 - c0
 	switch {
 	case counted && effects > 1:
@@ -272,14 +318,24 @@ func inProgress(ctx context.Context, r *runner, prefer bool) []Row {
 		if ra := other.header.Get("Retry-After"); ra != "" {
 			row.Got += ", Retry-After: " + ra
 		}
+		if waitedPast {
+			row.Verdict = Warn
+			row.Got += fmt.Sprintf(" (held past Prefer: wait=%d; RFC 7240 lets a server ignore it)", r.cfg.PreferWait)
+		}
 	case other.replayed || sameAnswer(exec, other):
 		row.Verdict = Pass
 		row.Got += ": waited, then the replay"
-		if ignoredPrefer {
+		switch {
+		case waitedPast:
 			row.Verdict = Warn
-			row.Got += fmt.Sprintf(" (waited past Prefer: wait=%d; RFC 7240 lets a server ignore it)", r.cfg.PreferWait)
+			row.Got += fmt.Sprintf(" (waited past Prefer: wait=%d while the handler ran %s more; RFC 7240 lets a server ignore it)",
+				r.cfg.PreferWait, remaining.Round(10*time.Millisecond))
+		case prefer && other == dup && remaining <= wait+preferTolerance:
+			row.Verdict, row.Evidence = Skip, nil
+			row.Got += fmt.Sprintf(": the handler ended %s after the duplicate was sent, within Prefer: wait=%d, so this says nothing of the preference: give a -slow-H of more than %s",
+				remaining.Round(10*time.Millisecond), r.cfg.PreferWait, wait+preferTolerance+r.cfg.Grace)
 		}
-		if counted && effects == 0 {
+		if counted && effects == 0 && row.Verdict == Pass {
 			row.Verdict = Warn
 			row.Got += " (no effect counted: is the count the right one?)"
 		}
@@ -302,14 +358,14 @@ func serverError(ctx context.Context, r *runner) []Row {
 	if len(r.cfg.Fail) == 0 {
 		return row.skipped("no headers that make the handler fail: give -fail-H (idem-server: 'Chaos-Fail: 500')")
 	}
-	key := r.cfg.NewKey()
-	failed := r.send(ctx, reqOpts{keys: []string{key}, extra: []http.Header{r.cfg.Fail}})
+	op := r.newOperation()
+	failed := r.send(ctx, reqOpts{keys: []string{op.key}, op: op.id, extra: []http.Header{r.cfg.Fail}})
 	if !failed.is5xx() {
 		row.Verdict, row.Got = Skip, "the fail headers did not make it fail: "+failed.short()
 		row.Evidence = evidence(failed)
 		return []Row{row}
 	}
-	retry := r.send(ctx, reqOpts{keys: []string{key}})
+	retry := r.send(ctx, reqOpts{keys: []string{op.key}, op: op.id})
 	row.Got = fmt.Sprintf("%s, then %s", failed.short(), retry.short())
 	row.Evidence = evidence(failed, retry)
 	switch {
@@ -343,12 +399,12 @@ func scope(ctx context.Context, r *runner) []Row {
 	if len(r.cfg.OtherPrincipal) == 0 {
 		return row.skipped("no second principal: give -H2 with its credentials")
 	}
-	key := r.cfg.NewKey()
-	a := r.send(ctx, reqOpts{keys: []string{key}})
+	op := r.newOperation()
+	a := r.send(ctx, reqOpts{keys: []string{op.key}, op: op.id})
 	if a.failed() {
 		return row.skipped(firstFailed(a))
 	}
-	b := r.send(ctx, reqOpts{keys: []string{key}, extra: []http.Header{r.cfg.OtherPrincipal}})
+	b := r.send(ctx, reqOpts{keys: []string{op.key}, op: op.id, extra: []http.Header{r.cfg.OtherPrincipal}})
 	row.Got = "the second principal got " + b.short()
 	row.Evidence = evidence(a, b)
 	cookies := a.header.Values("Set-Cookie")
@@ -375,7 +431,8 @@ func scope(ctx context.Context, r *runner) []Row {
 	case sameAnswer(a, b):
 		// Byte-equal answers prove a leak only if the answers differ
 		// between principals: ask once with a key of the second's own.
-		c := r.send(ctx, reqOpts{keys: []string{r.cfg.NewKey()}, extra: []http.Header{r.cfg.OtherPrincipal}})
+		own := r.newOperation()
+		c := r.send(ctx, reqOpts{keys: []string{own.key}, op: op.id, extra: []http.Header{r.cfg.OtherPrincipal}})
 		row.Evidence = evidence(a, b, c)
 		if sameAnswer(a, c) {
 			row.Verdict = Warn
@@ -443,8 +500,9 @@ func quoted(ctx context.Context, r *runner) []Row {
 		Expected: "processed, then replayed", Source: srcQuoted}
 	raw := Row{ID: "quoted-same-as-raw", Title: `the same key unquoted after its quoted form`,
 		Expected: `the replay ("key" and key are one key; two keys: WARN)`, Source: srcQuotedRaw}
-	key := r.cfg.NewKey()
-	a := r.send(ctx, reqOpts{keys: []string{`"` + key + `"`}})
+	op := r.newOperation()
+	key := op.key
+	a := r.send(ctx, reqOpts{keys: []string{`"` + key + `"`}, op: op.id})
 	switch {
 	case a.failed():
 		q.Verdict, q.Got, q.Evidence = Fail, a.short()+": the draft's form is not processed", evidence(a)
@@ -453,7 +511,7 @@ func quoted(ctx context.Context, r *runner) []Row {
 		q.Verdict, q.Got, q.Evidence = Warn, a.short()+": the draft's form is refused", evidence(a)
 		return []Row{q, skipRow(raw.ID, raw.Title, raw.Expected, raw.Source, "the quoted form was refused")}
 	}
-	b := r.send(ctx, reqOpts{keys: []string{`"` + key + `"`}})
+	b := r.send(ctx, reqOpts{keys: []string{`"` + key + `"`}, op: op.id})
 	q.Got = fmt.Sprintf("%s, then %s", a.short(), b.short())
 	switch {
 	case b.failed():
@@ -464,7 +522,7 @@ func quoted(ctx context.Context, r *runner) []Row {
 		q.Verdict, q.Evidence = Fail, evidence(a, b)
 		q.Got += ": the retry in the draft's form was not replayed"
 	}
-	c := r.send(ctx, reqOpts{keys: []string{key}})
+	c := r.send(ctx, reqOpts{keys: []string{key}, op: op.id})
 	raw.Got = c.short()
 	switch {
 	case c.failed():
@@ -479,36 +537,37 @@ func quoted(ctx context.Context, r *runner) []Row {
 	return []Row{q, raw}
 }
 
-func expiry(ctx context.Context, r *runner) []Row {
-	row := Row{ID: "expiry", Title: "the same key after the TTL you gave",
-		Expected: "a new execution", Source: srcExpiry}
-	if r.cfg.TTL <= 0 {
-		return row.skipped("no TTL given: give -ttl with the server's documented expiry")
-	}
-	row.Expected = fmt.Sprintf("a new execution after %s + %s", r.cfg.TTL, r.cfg.TTLMargin)
-	key := r.cfg.NewKey()
-	a := r.send(ctx, reqOpts{keys: []string{key}})
-	if a.failed() {
-		return row.skipped(firstFailed(a))
-	}
-	if err := r.cfg.Sleep(ctx, r.cfg.TTL+r.cfg.TTLMargin); err != nil {
-		return row.skipped("the wait was cut short: " + err.Error())
-	}
-	b := r.send(ctx, reqOpts{keys: []string{key}})
-	row.Got = fmt.Sprintf("%s, then %s", a.short(), b.short())
-	row.Evidence = evidence(a, b)
+// twoKeyLines sends two Idempotency-Key lines, each a valid key of its own;
+// when the server processes the request, one retry under each key alone
+// shows which one it used.
+func twoKeyLines(ctx context.Context, r *runner) []Row {
+	row := Row{ID: "two-key-lines", Title: "two " + r.cfg.KeyHeader + " lines, each a valid key of its own",
+		Expected: "4xx; never processed under one of the two keys", Source: srcTwoValidLines}
+	a, b := r.newOperation(), r.newOperation()
+	both := r.send(ctx, reqOpts{keys: []string{a.key, b.key}, op: a.id})
+	row.Got = both.short()
 	switch {
-	case b.failed():
+	case both.failed():
 		row.Verdict = Fail
-	case b.replayed || sameAnswer(a, b):
-		row.Verdict = Fail
-		row.Got += ": still replayed after the TTL"
-	case b.status == http.StatusConflict || b.status == http.StatusUnprocessableEntity:
-		row.Verdict = Fail
-		row.Got += ": the key is still held after the TTL"
+		row.Got += ": two keys answered as a server error"
+		row.Evidence = evidence(both)
+		return []Row{row}
+	case both.is4xx():
+		row.Verdict = Pass
+		return []Row{row}
+	}
+	// Processed: under which key? A retry under each alone, with the same
+	// body, is the replay only under the key used.
+	first := r.send(ctx, reqOpts{keys: []string{a.key}, op: a.id})
+	second := r.send(ctx, reqOpts{keys: []string{b.key}, op: a.id})
+	row.Verdict, row.Evidence = Fail, evidence(both, first, second)
+	switch {
+	case first.replayed || sameAnswer(both, first):
+		row.Got += ": processed under the first line's key, silently (a retry with it alone got the replay)"
+	case second.replayed || sameAnswer(both, second):
+		row.Got += ": processed under the second line's key, silently (a retry with it alone got the replay)"
 	default:
-		row.Verdict, row.Evidence = Pass, nil
-		row.Got += ": a new execution"
+		row.Got += ": processed under neither key alone (a retry under each ran again): the request was not protected"
 	}
 	return []Row{row}
 }

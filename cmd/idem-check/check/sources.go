@@ -39,4 +39,23 @@ const (
 	srcExpiry = `draft-07 "Idempotency Key Validity and Expiry": "The resource SHOULD define such expiration policy and publish it in the documentation."; Stripe: "We generate a new request if a key is reused after the original is pruned."`
 
 	srcChaos = `draft-07 "Introduction": "The client is left uncertain about the status of the resource ... the client does not know if it can safely retry the request."; Stripe: "if a connection error occurs, you can safely repeat the request without risk of creating a second object or performing the update twice"`
+
+	// The rows below are where idem reads the draft more strictly than its
+	// words require; each says so.
+
+	srcMismatchOriginal = `Stripe: "The idempotency layer compares incoming parameters to those of the original request and errors if they're not the same to prevent accidental misuse", and "Subsequent requests with the same key return the same result"; draft-07 "Idempotency Enforcement": the resource "SHOULD respond with the result of the previously completed operation" (the refusal of another body changes nothing of the original's record)`
+
+	srcFingerprintFields = `idem's stricter reading: Stripe "compares incoming parameters to those of the original request and errors if they're not the same"; draft-07 "Idempotency Fingerprint" also lets a fingerprint cover only "selected element(s) in the request payload", which this row refuses: a field the fingerprint ignores lets a changed request get the first answer, and the change is silently dropped`
+
+	srcFingerprintQuery = `idem's stricter reading: the query is part of the request's target (RFC 9110 §7.1), and Stripe "compares incoming parameters to those of the original request"; draft-07 "Idempotency Fingerprint" speaks of the payload only`
+
+	srcReplayAfter = `draft-07 "Idempotency Key Validity and Expiry": "The resource SHOULD define such expiration policy and publish it in the documentation."; Stripe: "Keys are eligible to be removed from the system automatically after they're at least 24 hours old" (a record is kept for the time published)`
+
+	srcRetention = `draft-07 "Idempotency Key Validity and Expiry": "The resource SHOULD define such expiration policy and publish it in the documentation."; Stripe: keys are removed "after they're at least 24 hours old"; idem's stricter reading: the record replays at every time within the published retention, not only at its start`
+
+	srcLease = `draft-07 "Error Handling": "If the request is retried, while the original request is still being processed, the resource SHOULD reply with an HTTP 409 status code"; idem's stricter reading: for the whole of the handler's run, however long, so a lock or lease that expires under a handler still running must not let a duplicate execute`
+
+	srcPreferWait = `RFC 7240 §4.3: "the wait preference can be used to establish an upper bound on the length of time, in seconds, the client expects it will take the server to process the request once it has been received"; draft-07 "Error Handling": a retry while the original is processed gets 409; judged against how long the handler really ran after the duplicate was sent`
+
+	srcTwoValidLines = `idem's stricter reading: RFC 8941 §4.2 combines the lines into one value ("k1, k2"), which is no String, and draft-07 "Syntax" makes Idempotency-Key an Item; a server that picks one line silently runs the operation again when a retry carries the other`
 )

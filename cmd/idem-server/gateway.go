@@ -1,0 +1,41 @@
+package main
+
+import (
+	"github.com/idemkit/idem/internal/gateway"
+	"github.com/idemkit/idem/server"
+	"github.com/idemkit/idem/server/chaos"
+)
+
+// newGateway returns the gateway (package internal/gateway) that the flags
+// describe over store: protected requests through the middleware, with
+// mwOpts (TTL, lock TTL, telemetry) and the gateway flags' options; inj
+// applies the chaos faults, and chaosOn (-chaos) keeps the Chaos-* headers
+// from the upstream. check validated cfg.
+func newGateway(cfg gatewayConfig, store server.Store, inj *chaos.Injector, chaosOn bool, mwOpts ...server.Option) *gateway.Gateway {
+	stored, err := cfg.storedHeaderOption()
+	if err != nil {
+		panic(err) // check refused it already
+	}
+	opts := append(mwOpts[:len(mwOpts):len(mwOpts)],
+		server.WithFingerprint(fingerprints[cfg.fingerprint]),
+		server.WithInProgressWait(cfg.wait),
+		stored,
+	)
+	g, err := gateway.New(gateway.Config{
+		Upstream:         cfg.upstream,
+		Protect:          cfg.protect,
+		ScopeHeader:      cfg.scopeHeader,
+		Middleware:       opts,
+		ForwardKey:       cfg.forwardKey,
+		ForwardKeyHeader: cfg.forwardKeyHeader,
+		UpstreamDedupes:  cfg.upstreamDedupes,
+		UpstreamTimeout:  cfg.upstreamTimeout,
+		MaxResponseBytes: cfg.maxResponseBytes,
+		Chaos:            inj,
+		ChaosHeaders:     chaosOn,
+	}, store)
+	if err != nil {
+		panic(err) // check refused it already
+	}
+	return g
+}
