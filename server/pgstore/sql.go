@@ -22,6 +22,9 @@ type statements struct {
 	readLive      string
 	insert        string
 	takeOver      string
+	mark          string
+	overMark      string
+	unmark        string
 	deleteExpired string
 }
 
@@ -148,6 +151,56 @@ VALUES ($1, $2, $3,
 SELECT CASE count(*) WHEN 1 THEN 1
        ELSE ('pgstore: a live record is in the way, rows written: ' || count(*))::int END
   FROM written`, t),
+
+		// $1 scope, $2 key, $3 fingerprint, $4 owner token, $5 TTL in
+		// microseconds, $6 the key's lock. The durable effect mark
+		// (server.BeginEffect): a row in state 'claimed', committed at once
+		// on a connection of its own, which the claim's transaction cannot
+		// do before the record. It is written only while a transaction holds
+		// the key's lock (the shared try-lock fails), so a claim already gone
+		// (its session ended) leaves no mark and BeginEffect fails; and only
+		// where no live row is (over an expired one, as takeOver). It returns
+		// whether the key's lock was held and how many rows it wrote (1, or
+		// 0: the lock was free, or a live row is in the way).
+		mark: fmt.Sprintf(`WITH claim AS (SELECT NOT pg_try_advisory_xact_lock_shared($6) AS held),
+written AS (
+    INSERT INTO %[1]s AS k (scope, key, fingerprint, owner_token, state, created_at, expires_at)
+    SELECT $1, $2, $3, $4, 'claimed', clock_timestamp(), clock_timestamp() + $5::bigint * interval '1 microsecond'
+      FROM claim WHERE held
+    ON CONFLICT (scope, key) DO UPDATE
+       SET fingerprint = EXCLUDED.fingerprint, owner_token = EXCLUDED.owner_token, state = EXCLUDED.state,
+           status = NULL, header_names = NULL, header_values = NULL, body = NULL,
+           created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
+     WHERE k.expires_at <= clock_timestamp()
+    RETURNING 1)
+SELECT (SELECT held FROM claim), (SELECT count(*) FROM written)`, t),
+
+		// The record of a claim that marked its effect, with insert's
+		// parameters: it replaces the claim's own mark (a compare-and-set
+		// on the owner token, in state 'claimed'), or an expired row, or
+		// inserts if the reaper deleted the mark, and fails otherwise.
+		overMark: fmt.Sprintf(`WITH written AS (
+    INSERT INTO %[1]s AS k (scope, key, fingerprint, owner_token, state, status,
+                            header_names, header_values, body, created_at, expires_at)
+    VALUES ($1, $2, $3,
+            CASE WHEN current_setting('idem.owner', true) = $4 THEN $4
+                 ELSE ('pgstore: not the claim''s transaction, owner ' || coalesce(current_setting('idem.owner', true), 'none'))::int::text END,
+            'done', $5, $6, $7, $8, now(), clock_timestamp() + $9::bigint * interval '1 microsecond')
+    ON CONFLICT (scope, key) DO UPDATE
+       SET fingerprint = EXCLUDED.fingerprint, owner_token = EXCLUDED.owner_token, state = EXCLUDED.state,
+           status = EXCLUDED.status, header_names = EXCLUDED.header_names, header_values = EXCLUDED.header_values,
+           body = EXCLUDED.body, created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
+     WHERE (k.owner_token = EXCLUDED.owner_token AND k.state = 'claimed') OR k.expires_at <= clock_timestamp()
+    RETURNING 1)
+SELECT CASE count(*) WHEN 1 THEN 1
+       ELSE ('pgstore: another live row is where the effect mark was, rows written: ' || count(*))::int END
+  FROM written`, t),
+
+		// $1 scope, $2 key, $3 owner token: a release clears the claim's
+		// own mark (server.CancelEffect, then a 5xx), before the claim's
+		// transaction rolls back, so that no one sees the mark without its
+		// owner.
+		unmark: fmt.Sprintf(`DELETE FROM %[1]s WHERE scope = $1 AND key = $2 AND owner_token = $3 AND state = 'claimed'`, t),
 
 		// $1 batch size. SKIP LOCKED leaves alone an expired row that a record
 		// is being written over right now (takeOver). A row that a claim will

@@ -241,6 +241,9 @@ func (s *Store) do(ctx context.Context, req server.Request, owner string, run se
 			s.rollback(ctx, tx) // read only; ends the transaction
 			res, err := row.result(req.Fingerprint)
 			return res, false, err
+		case claimGone:
+			s.rollback(ctx, tx)
+			return row.gone(req.Fingerprint), false, nil
 		}
 		s.rollback(ctx, tx) // claimBusy
 		pctx, cancel := context.WithTimeout(ctx, s.cfg.finishTimeout)
@@ -275,6 +278,7 @@ const (
 	claimExpired                    // this transaction holds the key, whose record has expired
 	claimStopped                    // a live record stops the claim
 	claimBusy                       // another transaction holds the key, and no live record is visible
+	claimGone                       // this transaction holds the key, whose live effect mark's owner is gone
 )
 
 // acquire takes a connection from the pool, waiting at most the acquire timeout.
@@ -331,6 +335,12 @@ func claimResults(br pgx.BatchResults, tryLockCols int) (record, claimResult, er
 	case errors.Is(err, pgx.ErrNoRows):
 	case err != nil:
 		return record{}, claimBusy, err
+	case live && r.marked() && locked:
+		// The mark's owner began its effect and its transaction has ended
+		// without the record: its process crashed, or its session ended.
+		return r, claimGone, nil
+	case live && r.marked():
+		return record{}, claimBusy, nil // its owner runs: a duplicate
 	case live:
 		return r, claimStopped, nil
 	}
@@ -344,41 +354,108 @@ func claimResults(br pgx.BatchResults, tryLockCols int) (record, claimResult, er
 }
 
 // execute calls run inside the claim's transaction and ends the transaction;
-// takeover says that the key's expired record is to be overwritten.
+// takeover says that the key's expired record is to be overwritten. run's
+// context carries the transaction (Tx) and the effect mark
+// (server.ContextWithEffectMark): a handler that calls server.BeginEffect
+// has the mark committed (mark) before it starts its effect, and the record
+// then replaces it, or a release clears it.
 func (s *Store) execute(ctx context.Context, conn *pgx.Conn, tx pgx.Tx, req server.Request, owner string, takeover bool, run server.RunFunc) (server.Result, error) {
 	finished := false
 	defer func() {
-		if !finished { // run panicked: undo the claim and the business writes
+		if !finished { // run panicked: undo the claim and the business writes (a mark stays)
 			s.rollback(ctx, tx)
 		}
 	}()
-	resp, keep := run(ContextWithTx(ctx, sharedTx{tx}))
+	var marked atomic.Bool
+	hctx := server.ContextWithEffectMark(ContextWithTx(ctx, sharedTx{tx}), func(mctx context.Context) error {
+		if err := s.mark(mctx, req, owner); err != nil {
+			return err
+		}
+		marked.Store(true)
+		return nil
+	})
+	resp, keep := run(hctx)
 	finished = true
 
 	res := server.Result{Outcome: server.OutcomeExecuted, Response: resp}
 	if !keep || resp == nil {
+		var err error
+		if marked.Load() {
+			// While the transaction holds the key, no one can see the
+			// mark without its owner; a crash between the two leaves the
+			// key outcome-unknown, the cautious side.
+			if err = s.unmark(ctx, req, owner); err != nil {
+				err = fmt.Errorf("pgstore: %w: clearing the effect mark: %w", server.ErrNotRecorded, err)
+			}
+		}
 		s.rollback(ctx, tx)
-		return res, nil
+		return res, err
 	}
-	if err := s.recordAndCommit(ctx, conn, req, owner, takeover, resp); err != nil {
+	if err := s.recordAndCommit(ctx, conn, req, owner, takeover, marked.Load(), resp); err != nil {
 		s.rollback(ctx, tx) // no-op if the server already rolled back
 		return res, fmt.Errorf("pgstore: %w: %w", server.ErrNotRecorded, err)
 	}
 	return res, nil
 }
 
+// mark commits the durable effect mark of the claim of req that owner holds,
+// on a pooled connection of its own, bounded by ctx (the handler's), the
+// acquire timeout and the finish timeout. It fails when the claim's
+// transaction no longer holds the key (its session ended: the handler must
+// not start its effect) or a live row is in the way.
+func (s *Store) mark(ctx context.Context, req server.Request, owner string) error {
+	conn, err := s.acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("pgstore: effect mark: %w", err)
+	}
+	defer conn.Release()
+	mctx, cancel := context.WithTimeout(ctx, s.cfg.finishTimeout)
+	defer cancel()
+	var held bool
+	var written int64
+	if err := conn.QueryRow(mctx, s.sql.mark, req.Scope, req.Key, req.Fingerprint, owner, req.TTL.Microseconds(), s.keyLock(req)).Scan(&held, &written); err != nil {
+		return fmt.Errorf("pgstore: effect mark: %w", err)
+	}
+	switch {
+	case !held:
+		return errors.New("pgstore: effect mark: the claim's transaction has ended (no one holds the key's lock)")
+	case written != 1:
+		return errors.New("pgstore: effect mark: a live row of the key is in the way")
+	}
+	return nil
+}
+
+// unmark deletes the effect mark owner made for req, on a pooled connection
+// of its own, on a context detached from the request and bounded by the
+// finish timeout.
+func (s *Store) unmark(ctx context.Context, req server.Request, owner string) error {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.finishTimeout)
+	defer cancel()
+	conn, err := s.acquire(fctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	_, err = conn.Exec(fctx, s.sql.unmark, req.Scope, req.Key, owner)
+	return err
+}
+
 // recordAndCommit writes the record of resp and commits, in one round trip: the
-// INSERT (takeOver over an expired record) and the COMMIT are pipelined, and
+// INSERT (takeOver over an expired record, overMark over the claim's effect
+// mark) and the COMMIT are pipelined, and
 // PostgreSQL skips the COMMIT if the INSERT fails. It runs on a context
 // detached from the request. After it succeeds the transaction has ended and tx
 // must not be used.
-func (s *Store) recordAndCommit(ctx context.Context, conn *pgx.Conn, req server.Request, owner string, takeover bool, resp *server.Response) error {
+func (s *Store) recordAndCommit(ctx context.Context, conn *pgx.Conn, req server.Request, owner string, takeover, marked bool, resp *server.Response) error {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.finishTimeout)
 	defer cancel()
 	names, values := encodeHeader(resp.Header)
 	b := &pgx.Batch{}
 	write := s.sql.insert
-	if takeover {
+	switch {
+	case marked:
+		write = s.sql.overMark
+	case takeover:
 		write = s.sql.takeOver
 	}
 	b.Queue(write, req.Scope, req.Key, req.Fingerprint, owner, resp.Status, names, values, resp.Body, req.TTL.Microseconds())

@@ -47,7 +47,9 @@ const (
 // as a rolling upgrade does: this version's Migrate starts beside a claim of
 // the old one in progress and does not wait for it; duplicates of one key sent
 // to both versions at once pay once and answer one payment; each version
-// replays what the other recorded; and once the old instance has stopped,
+// replays what the other recorded; an effect mark of this version whose
+// owner is gone (server.BeginEffect, then a crash) is outcome-unknown here and
+// in progress there, never run again; and once the old instance has stopped,
 // Migrate drops the CHECK constraint the old one created.
 func TestRollingUpgradeFromThePreviousVersion(t *testing.T) {
 	t.Parallel()
@@ -92,7 +94,7 @@ func TestRollingUpgradeFromThePreviousVersion(t *testing.T) {
 	}
 	api := &payments.API{Ledger: ledger, Owner: server.BearerScope}
 	mux := http.NewServeMux()
-	mux.Handle("POST /payments", server.Middleware(store, server.WithScope(server.BearerScope))(http.HandlerFunc(api.Create)))
+	mux.Handle("POST /payments", server.Middleware(store, server.WithScope(server.BearerScope))(crashAfterMark(t, http.HandlerFunc(api.Create))))
 	cur := httptest.NewServer(mux)
 	t.Cleanup(cur.Close)
 
@@ -140,6 +142,23 @@ func TestRollingUpgradeFromThePreviousVersion(t *testing.T) {
 		}
 	}
 
+	// A mark of this version whose owner is gone (its session ended after
+	// BeginEffect): this version answers outcome-unknown, the old one in
+	// progress (it knows no marks); neither runs the handler again.
+	crashed := `{"customer":"c4","amount":104,"currency":"EUR"}`
+	if a := post(t, cur.URL, "marked-then-gone", crashed, http.Header{"Crash-After-Mark": {"1"}}); a.status != http.StatusInternalServerError {
+		t.Fatalf("the request whose owner went after its mark: %d %s; want 500 outcome-unknown", a.status, a.body)
+	}
+	if a := post(t, cur.URL, "marked-then-gone", crashed, nil); a.status != http.StatusInternalServerError || !strings.Contains(a.body, "outcome-unknown") {
+		t.Fatalf("new version after the marked owner went: %d %s; want outcome-unknown", a.status, a.body)
+	}
+	if a := post(t, old.url, "marked-then-gone", crashed, http.Header{"Prefer": {"wait=0"}}); a.status != http.StatusConflict {
+		t.Fatalf("old version after the marked owner went: %d %s; want 409 in progress (it never runs over a mark)", a.status, a.body)
+	}
+	if n := payCount(t, pool, "c4"); n != 0 {
+		t.Fatalf("%d payments of the marked request; want 0 (its transaction ended with its session)", n)
+	}
+
 	if a := <-slow; a.status != http.StatusCreated {
 		t.Fatalf("the old version's slow request: %d %s", a.status, a.body)
 	}
@@ -165,6 +184,45 @@ func TestRollingUpgradeFromThePreviousVersion(t *testing.T) {
 	}
 	if n := payCount(t, pool, ""); n != 4+rounds {
 		t.Fatalf("%d payments in all; want %d", n, 4+rounds)
+	}
+}
+
+// crashAfterMark serves a request with a Crash-After-Mark header as a
+// process that crashes after BeginEffect and its handler would: the mark
+// made, the payment written, then the claim's session ended (which rolls the
+// payment back), so the answer cannot be recorded; others go to next alone.
+func crashAfterMark(t *testing.T, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Crash-After-Mark") == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if err := server.BeginEffect(r.Context()); err != nil {
+			t.Errorf("BeginEffect: %v", err)
+		}
+		next.ServeHTTP(w, r)
+		var pid int32
+		if err := pgstore.Tx(r.Context()).QueryRow(r.Context(), "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+			t.Errorf("the claim's session: %v", err)
+		}
+		endSession(t, pid)
+	})
+}
+
+// endSession ends the test's own PostgreSQL session pid and waits until it
+// has ended.
+func endSession(t *testing.T, pid int32) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, servicetest.PostgresURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var ended bool
+	if err := conn.QueryRow(ctx, "SELECT pg_terminate_backend($1, 20000)", pid).Scan(&ended); err != nil || !ended {
+		t.Fatalf("ending session %d: %v, %v", pid, ended, err)
 	}
 }
 
