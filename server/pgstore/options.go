@@ -94,7 +94,11 @@ func WithStatementTimeout(d time.Duration) Option {
 // (record, COMMIT, ROLLBACK) on a context detached from the request (default 5s),
 // so a client that disconnects still ends the transaction, and each round trip
 // of the claim (BEGIN with the claim, the probe of an owner), so a PostgreSQL
-// that does not answer fails Do within it. It panics unless d is positive.
+// that does not answer fails Do within it. Every one of them is bounded by the
+// request context's deadline too (server.LimitRequestTime), whichever ends
+// first, so that a request is answered within its deadline even when
+// PostgreSQL stops answering after the handler ran. It panics unless d is
+// positive.
 func WithFinishTimeout(d time.Duration) Option {
 	if d <= 0 {
 		panic(fmt.Sprintf("pgstore: WithFinishTimeout(%v): want a positive duration", d))

@@ -429,7 +429,7 @@ func (s *Store) mark(ctx context.Context, req server.Request, owner string) erro
 // of its own, on a context detached from the request and bounded by the
 // finish timeout.
 func (s *Store) unmark(ctx context.Context, req server.Request, owner string) error {
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.finishTimeout)
+	fctx, cancel := s.finishContext(ctx)
 	defer cancel()
 	conn, err := s.acquire(fctx)
 	if err != nil {
@@ -447,7 +447,7 @@ func (s *Store) unmark(ctx context.Context, req server.Request, owner string) er
 // detached from the request. After it succeeds the transaction has ended and tx
 // must not be used.
 func (s *Store) recordAndCommit(ctx context.Context, conn *pgx.Conn, req server.Request, owner string, takeover, marked bool, resp *server.Response) error {
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.finishTimeout)
+	fctx, cancel := s.finishContext(ctx)
 	defer cancel()
 	names, values := encodeHeader(resp.Header)
 	b := &pgx.Batch{}
@@ -481,11 +481,27 @@ func (s *Store) recordAndCommit(ctx context.Context, conn *pgx.Conn, req server.
 	return nil
 }
 
+// finishContext is the context of the statements Do runs once the handler
+// has returned (record, COMMIT, ROLLBACK, clearing a mark): detached from the
+// request, so that a client that leaves still ends the transaction, and
+// bounded by the finish timeout and by what is left of ctx's deadline (the
+// request's: server.LimitRequestTime), so that a PostgreSQL that does not
+// answer still lets the request be answered within it. A transaction whose
+// ROLLBACK cannot be sent in time dies with its connection, which pgx then
+// closes.
+func (s *Store) finishContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	end := time.Now().Add(s.cfg.finishTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(end) {
+		end = d
+	}
+	return context.WithDeadline(context.WithoutCancel(ctx), end)
+}
+
 // rollback ends tx on a context detached from the request. Its error is dropped:
 // a transaction that cannot be rolled back dies with its connection, which pgx
 // then closes, and PostgreSQL rolls it back.
 func (s *Store) rollback(ctx context.Context, tx pgx.Tx) {
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.finishTimeout)
+	fctx, cancel := s.finishContext(ctx)
 	defer cancel()
 	_ = tx.Rollback(fctx)
 }
