@@ -20,6 +20,7 @@ type statements struct {
 	read          string
 	probeOwner    string
 	readLive      string
+	usage         string
 	insert        string
 	takeOver      string
 	mark          string
@@ -108,6 +109,13 @@ FROM %[1]s WHERE scope = $1 AND key = $2`, t),
            AND l.classid = (($1::bigint >> 32) & 4294967295)::oid
            AND l.objid = ($1::bigint & 4294967295)::oid AND l.objsubid = 1
          LIMIT 1)`,
+
+		// $1 scope: the scope's live records and what they take in the
+		// table (pg_column_size of each row), by the primary key's index.
+		// Pipelined after a claim's read when the process's count of the
+		// scope is due (see countDue).
+		usage: fmt.Sprintf(`SELECT count(*), coalesce(sum(pg_column_size(k.*)), 0)::bigint
+FROM %[1]s AS k WHERE scope = $1 AND expires_at > clock_timestamp()`, t),
 
 		// $1 scope, $2 key: the live committed record, if any.
 		readLive: fmt.Sprintf(`SELECT fingerprint, owner_token, state, status, header_names, header_values, body

@@ -41,6 +41,8 @@ type Store struct {
 	sql   statements
 	slots handlerSlots
 	polls lookSlots
+	usage usageCache       // the scopes' records, for WithScopeLimits
+	now   func() time.Time // the usage counts' clock (tests)
 
 	waiting atomic.Int64 // Do calls waiting for another request's key (tests)
 }
@@ -74,7 +76,8 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 		panic("pgstore: New(nil): want a *pgxpool.Pool")
 	}
 	cfg := config{table: DefaultTable, lockTimeout: DefaultLockTimeout, finishTimeout: DefaultFinishTimeout,
-		acquireTimeout: DefaultAcquireTimeout, reserved: -1, idleInTx: DefaultIdleInTxTimeout}
+		acquireTimeout: DefaultAcquireTimeout, reserved: -1, idleInTx: DefaultIdleInTxTimeout,
+		scopeMaxEntries: DefaultScopeMaxEntries, scopeMaxBytes: DefaultScopeMaxBytes}
 	for _, o := range opts {
 		if o == nil {
 			panic("pgstore: New(nil Option): want an Option")
@@ -89,7 +92,7 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 		panic(fmt.Sprintf("pgstore: WithReservedConns(%d): want fewer than the pool's MaxConns (%d)", cfg.reserved, maxConns))
 	}
 	return &Store{pool: pool, cfg: cfg, sql: newStatements(cfg.table, cfg.idleInTx, cfg.statement), slots: newHandlerSlots(maxConns, cfg.reserved),
-		polls: make(lookSlots, looksFor(maxConns, cfg.reserved))}
+		polls: make(lookSlots, looksFor(maxConns, cfg.reserved)), now: time.Now}
 }
 
 // Table returns the name of the table the store uses, as given to WithTable.
@@ -226,6 +229,10 @@ func (s *Store) do(ctx context.Context, req server.Request, owner string, run se
 		}
 		switch claim {
 		case claimFree, claimExpired:
+			if err := s.admit(req); err != nil {
+				s.rollback(ctx, tx)
+				return server.Result{}, false, err
+			}
 			if !*slot && !s.slots.try() {
 				s.rollback(ctx, tx)
 				return server.Result{}, true, nil
@@ -305,11 +312,21 @@ func (s *Store) claim(ctx context.Context, conn *pgx.Conn, req server.Request, o
 	b.BeginTx(pgx.TxOptions{})
 	b.Queue(s.sql.tryLock, s.keyLock(req), s.claimMark(req), owner)
 	b.Queue(s.sql.read, req.Scope, req.Key)
+	count := s.countDue(req.Scope)
+	if count {
+		b.Queue(s.sql.usage, req.Scope)
+	}
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.finishTimeout)
 	defer cancel()
 	br := conn.SendBatch(cctx, b)
 	tx := br.Tx()
 	r, c, err := claimResults(br, s.sql.tryLockCols)
+	if err == nil && count {
+		u := scopeUsage{at: s.now()}
+		if err = br.QueryRow().Scan(&u.entries, &u.bytes); err == nil {
+			s.usage.set(req.Scope, u)
+		}
+	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
@@ -394,6 +411,9 @@ func (s *Store) execute(ctx context.Context, conn *pgx.Conn, tx pgx.Tx, req serv
 	if err := s.recordAndCommit(ctx, conn, req, owner, takeover, marked.Load(), resp); err != nil {
 		s.rollback(ctx, tx) // no-op if the server already rolled back
 		return res, fmt.Errorf("pgstore: %w: %w", server.ErrNotRecorded, err)
+	}
+	if s.bounded(req.Scope) {
+		s.usage.add(req.Scope, charge(req, owner, resp))
 	}
 	return res, nil
 }
