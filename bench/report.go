@@ -303,7 +303,9 @@ func (r *Report) writeServer(w writef) {
 	}
 	w("\n\nHow to read it: requests, errors and latencies are those of all rounds; req/s is the median of the rounds' "+
 		"throughputs, so that a stall (see max) in one round, which costs a single client its whole length, does not "+
-		"decide it. With %d clients on %d cores the processor is saturated (this process and the database "+
+		"decide it; × baseline is the median over the rounds of the row's throughput ÷ its baseline's in the same "+
+		"round (measured seconds apart, so other work on the machine that comes and goes between rounds cancels "+
+		"out). With %d clients on %d cores the processor is saturated (this process and the database "+
 		"share it), so a parallel ratio is about the ratio of CPU cost per request. The PostgreSQL store's own benchmark "+
 		"(`BenchmarkPayments*` in server/pgstore) serves requests in-process and alternates idem and baseline request by "+
 		"request; its ratio of mean latencies is not the same quantity.\n\n", c.Workers, r.Machine.Cores)

@@ -24,6 +24,10 @@ type Config struct {
 	Revision string
 	// Sections lists the sections to run (1 to 8); empty means all.
 	Sections []int
+	// Stores selects the stores section 5 measures by the start of their
+	// names, ignoring case ("postgres" is PostgreSQL directly and through
+	// PgBouncer); empty means every store. Each store keeps its baseline.
+	Stores []string
 	// Log receives one line of progress per step; nil discards it.
 	Log io.Writer
 }
@@ -124,7 +128,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if want(5) {
 		logf("5/8 server throughput (%d workers, %d rounds of %v per row)", p.server.Workers, p.server.Rounds, p.server.Duration)
 		rep.ServerCfg = p.server
-		sl, err := RunServerLoad(ctx, p.server, ServerStores())
+		sl, err := RunServerLoad(ctx, p.server, selectStores(ServerStores(), cfg.Stores))
 		if err != nil {
 			return nil, err
 		}
@@ -166,6 +170,19 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	logf("wrote %s in %v", path, rep.Elapsed.Round(time.Second))
 	return rep, nil
+}
+
+// selectStores returns the stores whose names start with one of names,
+// ignoring case; all of them when names is empty.
+func selectStores(stores []StoreTarget, names []string) []StoreTarget {
+	if len(names) == 0 {
+		return stores
+	}
+	return slices.DeleteFunc(stores, func(st StoreTarget) bool {
+		return !slices.ContainsFunc(names, func(n string) bool {
+			return strings.HasPrefix(strings.ToLower(st.Name), strings.ToLower(n))
+		})
+	})
 }
 
 // params are the settings of every section for one mode.

@@ -99,7 +99,11 @@ type ServerLoadResult struct {
 	// Max is the slowest request: a stall (a checkpoint, other work on the
 	// machine) shows here, and costs a single client its whole length.
 	Max time.Duration
-	// Ratio is Throughput relative to the baseline's, in the same mode.
+	// Ratio is the throughput relative to the baseline's, in the same mode:
+	// the median over the rounds of the row's throughput in a round ÷ the
+	// baseline's in the same round, the two measured seconds apart, so that
+	// other work on the machine that comes and goes between rounds cancels
+	// out (section 1 compares in rounds the same way).
 	Ratio float64
 	// AddedP50 and AddedP99 are P50 and P99 minus the baseline's, in the same mode.
 	AddedP50, AddedP99 time.Duration
@@ -208,18 +212,21 @@ func RunServerLoad(ctx context.Context, cfg ServerLoadConfig, stores []StoreTarg
 		if r.trips >= 0 {
 			r.RoundTrips = float64(r.trips) / float64(r.Requests+r.Errors)
 		}
-		r.lat, r.rounds = nil, nil
+		r.lat = nil
 	}
 	for i := range results {
 		r := &results[i]
 		b := results[slices.IndexFunc(rows, func(b serverRow) bool {
 			return b.kind == CaseBaseline && b.baseline == rows[i].baseline && b.mode == rows[i].mode
 		})]
-		r.Ratio = r.Throughput / b.Throughput
+		r.Ratio = median(perRoundRatio(r.rounds, b.rounds))
 		r.AddedP50, r.AddedP99 = r.P50-b.P50, r.P99-b.P99
 		if r.RoundTrips >= 0 && b.RoundTrips >= 0 {
 			r.AddedRoundTrips = r.RoundTrips - b.RoundTrips
 		}
+	}
+	for i := range results {
+		results[i].rounds = nil
 	}
 	rep.Rows = results
 	return rep, nil

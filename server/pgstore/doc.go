@@ -42,7 +42,11 @@
 //     payment provider's charge, an email), are not covered: a handler that
 //     made one declares it with server.DeclareEffect, and its answer, a 5xx
 //     included, is then committed with the transaction and recorded. The
-//     package's Example shows such a handler.
+//     package's Example shows such a handler. A handler about to start one
+//     that it cannot confirm afterwards (a request to an API it does not
+//     own) calls server.BeginEffect first: the store commits a mark of its
+//     own on another pooled connection before it returns, so that a crash
+//     before the record leaves the key outcome-unknown, never run again.
 //   - Ping tells a readiness check whether the store can serve now.
 //
 // The options bound the store's waits (WithAcquireTimeout, WithFinishTimeout,

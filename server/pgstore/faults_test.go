@@ -281,3 +281,55 @@ func TestReplaysDoNotWaitBehindSlowHandlers(t *testing.T) {
 		}
 	})
 }
+
+// TestMigrateDropsTheOldStateCheck: a table made by a version before issue 30
+// has a CHECK constraint on state, which PostgreSQL reparses at every record.
+// Migrate drops it when no claim holds the table, and leaves it, without
+// waiting, while one does.
+func TestMigrateDropsTheOldStateCheck(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t, 8)
+	table := pgtest.Table(t, pool, "idem_old")
+	ctx := context.Background()
+	// The table as the previous version created it.
+	if _, err := pool.Exec(ctx, `CREATE TABLE `+table+` (
+    scope text NOT NULL, key text NOT NULL, fingerprint text NOT NULL, owner_token text NOT NULL,
+    state text NOT NULL CHECK (state IN ('claimed', 'done')),
+    status integer, header_names bytea[], header_values bytea[], body bytea,
+    created_at timestamptz NOT NULL DEFAULT clock_timestamp(), expires_at timestamptz NOT NULL,
+    PRIMARY KEY (scope, key))`); err != nil {
+		t.Fatal(err)
+	}
+	checks := func() int {
+		var n int
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM pg_constraint WHERE conrelid = $1::regclass AND contype = 'c'", table).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	e := newEnvOn(t, pool, table, pgtest.Table(t, pool, "pay_old"))
+	if n := checks(); n != 0 {
+		t.Fatalf("%d CHECK constraints after Migrate with no claim; want 0", n)
+	}
+	if _, err := pool.Exec(ctx, "ALTER TABLE "+table+" ADD CHECK (state IN ('claimed', 'done'))"); err != nil {
+		t.Fatal(err)
+	}
+	finish, done := hold(t, e, req("held", "fp"))
+	guard, cancel := context.WithTimeout(ctx, 10*time.Second) // a Migrate that waits would wait for the claim: past this
+	defer cancel()
+	if err := e.store.Migrate(guard); err != nil {
+		t.Fatalf("Migrate while a claim holds the table: %v", err)
+	}
+	if n := checks(); n != 1 {
+		t.Fatalf("%d CHECK constraints after Migrate beside a claim; want the old one left", n)
+	}
+	finish("keep")
+	<-done
+	if err := e.store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := checks(); n != 0 {
+		t.Fatalf("%d CHECK constraints after the claim ended; want 0", n)
+	}
+	e.execute(t, "after", "fp", new(int))
+}

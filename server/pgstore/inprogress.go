@@ -73,6 +73,10 @@ func (s *Store) inProgress(ctx context.Context, conn *pgx.Conn, req server.Reque
 		return server.Result{Outcome: server.OutcomeInProgress, RetryAfter: remaining(req.LockTTL, running)}, false, nil
 	case err != nil:
 		return server.Result{}, false, fmt.Errorf("pgstore: read: %w", err)
+	case r.marked() && r.fingerprint == req.Fingerprint:
+		// The owner began its effect: in progress while it runs (the
+		// next claim tells whether it has gone).
+		return server.Result{Outcome: server.OutcomeInProgress, RetryAfter: remaining(req.LockTTL, running)}, false, nil
 	}
 	res, err = r.result(req.Fingerprint)
 	return res, false, err

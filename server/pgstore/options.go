@@ -20,13 +20,15 @@ const (
 type Option func(*config)
 
 type config struct {
-	table          string // as given, validated
-	lockTimeout    time.Duration
-	finishTimeout  time.Duration
-	acquireTimeout time.Duration
-	reserved       int           // -1: the default, see WithReservedConns
-	idleInTx       time.Duration // 0: PostgreSQL's own setting
-	statement      time.Duration // 0: PostgreSQL's own setting
+	table           string // as given, validated
+	lockTimeout     time.Duration
+	finishTimeout   time.Duration
+	acquireTimeout  time.Duration
+	reserved        int           // -1: the default, see WithReservedConns
+	idleInTx        time.Duration // 0: PostgreSQL's own setting
+	statement       time.Duration // 0: PostgreSQL's own setting
+	scopeMaxEntries int64
+	scopeMaxBytes   int64
 }
 
 // tableName is a lower-case SQL identifier, optionally schema-qualified. The limit
@@ -94,7 +96,11 @@ func WithStatementTimeout(d time.Duration) Option {
 // (record, COMMIT, ROLLBACK) on a context detached from the request (default 5s),
 // so a client that disconnects still ends the transaction, and each round trip
 // of the claim (BEGIN with the claim, the probe of an owner), so a PostgreSQL
-// that does not answer fails Do within it. It panics unless d is positive.
+// that does not answer fails Do within it. Every one of them is bounded by the
+// request context's deadline too (server.LimitRequestTime), whichever ends
+// first, so that a request is answered within its deadline even when
+// PostgreSQL stops answering after the handler ran. It panics unless d is
+// positive.
 func WithFinishTimeout(d time.Duration) Option {
 	if d <= 0 {
 		panic(fmt.Sprintf("pgstore: WithFinishTimeout(%v): want a positive duration", d))
@@ -112,6 +118,30 @@ func WithAcquireTimeout(d time.Duration) Option {
 		panic(fmt.Sprintf("pgstore: WithAcquireTimeout(%v): want a positive duration", d))
 	}
 	return func(c *config) { c.acquireTimeout = d }
+}
+
+// WithScopeLimits bounds what the records of one scope (server.WithScope's
+// principal or tenant) may take in the table: at most entries live records
+// and bytes bytes, each record counted as pg_column_size of its row; by
+// default DefaultScopeMaxEntries (100,000) and DefaultScopeMaxBytes (64 MiB).
+// A scope at or past either gets ErrScopeFull for its new keys (the
+// middleware answers 503 with Retry-After, before the handler runs) until
+// some of its records expire; its replays, its duplicates of keys in
+// progress, and every other scope are served. The empty scope (a middleware
+// without WithScope) is not bounded. Each process counts a scope's live
+// records in the table (one statement, pipelined with a claim of the scope)
+// when it first serves the scope, then every 10 s, or every second once the
+// scope is past half its share, and adds the records it writes itself in
+// between; so the bound is approximate, toward letting a scope hold a little
+// more: what other processes wrote since the last count, and the records in
+// flight when the scope reached its bound. docs/stores.md in the repository
+// says what it costs and how to bound the table as a whole. It panics unless
+// both are at least 1.
+func WithScopeLimits(entries, bytes int64) Option {
+	if entries < 1 || bytes < 1 {
+		panic(fmt.Sprintf("pgstore: WithScopeLimits(%d, %d): want both at least 1", entries, bytes))
+	}
+	return func(c *config) { c.scopeMaxEntries, c.scopeMaxBytes = entries, bytes }
 }
 
 // WithReservedConns keeps n of the pool's connections out of reach of handlers

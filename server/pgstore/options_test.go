@@ -68,6 +68,8 @@ func TestOptionsPanicWhenMade(t *testing.T) {
 		{"acquire timeout zero", func() pgstore.Option { return pgstore.WithAcquireTimeout(0) }, "pgstore: WithAcquireTimeout(0s): want a positive duration"},
 		{"acquire timeout negative", func() pgstore.Option { return pgstore.WithAcquireTimeout(-time.Second) }, "pgstore: WithAcquireTimeout(-1s): want a positive duration"},
 		{"reserve negative", func() pgstore.Option { return pgstore.WithReservedConns(-1) }, "pgstore: WithReservedConns(-1): want n >= 0"},
+		{"scope entries zero", func() pgstore.Option { return pgstore.WithScopeLimits(0, 1) }, "pgstore: WithScopeLimits(0, 1): want both at least 1"},
+		{"scope bytes zero", func() pgstore.Option { return pgstore.WithScopeLimits(1, 0) }, "pgstore: WithScopeLimits(1, 0): want both at least 1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -95,6 +97,7 @@ func TestOptionsValidValues(t *testing.T) {
 		{"acquire timeout 1ns", pgstore.WithAcquireTimeout(time.Nanosecond), pgstore.DefaultTable},
 		{"reserve all but one", pgstore.WithReservedConns(3), pgstore.DefaultTable},
 		{"no reserve", pgstore.WithReservedConns(0), pgstore.DefaultTable},
+		{"smallest scope share", pgstore.WithScopeLimits(1, 1), pgstore.DefaultTable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -17,12 +17,33 @@ type record struct {
 	body         []byte
 }
 
+// The states of a row: a record, and an effect mark (server.BeginEffect),
+// which versions up to v0.1.0 also wrote at the claim.
+const (
+	stateDone   = "done"
+	stateMarked = "claimed"
+)
+
+// marked reports whether r is an effect mark: its owner began an effect and
+// has not recorded the answer.
+func (r record) marked() bool { return r.state == stateMarked }
+
+// gone is Do's answer for a live effect mark whose owner is gone: the effect
+// may have happened and its answer is lost, so the key is outcome-unknown
+// until the mark expires; a request of another fingerprint is a mismatch.
+func (r record) gone(fingerprint string) server.Result {
+	if r.fingerprint != fingerprint {
+		return server.Result{Outcome: server.OutcomeMismatch}
+	}
+	return server.Result{Outcome: server.OutcomeUnknown}
+}
+
 // result turns a committed record that stopped a claim into Do's answer.
 func (r record) result(fingerprint string) (server.Result, error) {
 	if r.fingerprint != fingerprint {
 		return server.Result{Outcome: server.OutcomeMismatch}, nil
 	}
-	if r.state != "done" || r.status == nil {
+	if r.state != stateDone || r.status == nil {
 		// Rows are only committed with their response ('done'); a row left
 		// otherwise by hand is treated as held.
 		return server.Result{Outcome: server.OutcomeInProgress, RetryAfter: InProgressRetryAfter}, nil

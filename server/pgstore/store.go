@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -42,6 +41,8 @@ type Store struct {
 	sql   statements
 	slots handlerSlots
 	polls lookSlots
+	usage usageCache       // the scopes' records, for WithScopeLimits
+	now   func() time.Time // the usage counts' clock (tests)
 
 	waiting atomic.Int64 // Do calls waiting for another request's key (tests)
 }
@@ -75,7 +76,8 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 		panic("pgstore: New(nil): want a *pgxpool.Pool")
 	}
 	cfg := config{table: DefaultTable, lockTimeout: DefaultLockTimeout, finishTimeout: DefaultFinishTimeout,
-		acquireTimeout: DefaultAcquireTimeout, reserved: -1, idleInTx: DefaultIdleInTxTimeout}
+		acquireTimeout: DefaultAcquireTimeout, reserved: -1, idleInTx: DefaultIdleInTxTimeout,
+		scopeMaxEntries: DefaultScopeMaxEntries, scopeMaxBytes: DefaultScopeMaxBytes}
 	for _, o := range opts {
 		if o == nil {
 			panic("pgstore: New(nil Option): want an Option")
@@ -89,8 +91,8 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	if cfg.reserved >= maxConns {
 		panic(fmt.Sprintf("pgstore: WithReservedConns(%d): want fewer than the pool's MaxConns (%d)", cfg.reserved, maxConns))
 	}
-	return &Store{pool: pool, cfg: cfg, sql: newStatements(cfg.table), slots: newHandlerSlots(maxConns, cfg.reserved),
-		polls: make(lookSlots, looksFor(maxConns, cfg.reserved))}
+	return &Store{pool: pool, cfg: cfg, sql: newStatements(cfg.table, cfg.idleInTx, cfg.statement), slots: newHandlerSlots(maxConns, cfg.reserved),
+		polls: make(lookSlots, looksFor(maxConns, cfg.reserved)), now: time.Now}
 }
 
 // Table returns the name of the table the store uses, as given to WithTable.
@@ -227,6 +229,10 @@ func (s *Store) do(ctx context.Context, req server.Request, owner string, run se
 		}
 		switch claim {
 		case claimFree, claimExpired:
+			if err := s.admit(req); err != nil {
+				s.rollback(ctx, tx)
+				return server.Result{}, false, err
+			}
 			if !*slot && !s.slots.try() {
 				s.rollback(ctx, tx)
 				return server.Result{}, true, nil
@@ -242,6 +248,9 @@ func (s *Store) do(ctx context.Context, req server.Request, owner string, run se
 			s.rollback(ctx, tx) // read only; ends the transaction
 			res, err := row.result(req.Fingerprint)
 			return res, false, err
+		case claimGone:
+			s.rollback(ctx, tx)
+			return row.gone(req.Fingerprint), false, nil
 		}
 		s.rollback(ctx, tx) // claimBusy
 		pctx, cancel := context.WithTimeout(ctx, s.cfg.finishTimeout)
@@ -276,6 +285,7 @@ const (
 	claimExpired                    // this transaction holds the key, whose record has expired
 	claimStopped                    // a live record stops the claim
 	claimBusy                       // another transaction holds the key, and no live record is visible
+	claimGone                       // this transaction holds the key, whose live effect mark's owner is gone
 )
 
 // acquire takes a connection from the pool, waiting at most the acquire timeout.
@@ -300,44 +310,38 @@ func (s *Store) acquire(ctx context.Context) (*pgxpool.Conn, error) {
 func (s *Store) claim(ctx context.Context, conn *pgx.Conn, req server.Request, owner string) (pgx.Tx, record, claimResult, error) {
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
-	limits := s.cfg.idleInTx > 0 || s.cfg.statement > 0
-	if limits {
-		b.Queue(s.sql.limits, millisOrEmpty(s.cfg.idleInTx), millisOrEmpty(s.cfg.statement))
-	}
 	b.Queue(s.sql.tryLock, s.keyLock(req), s.claimMark(req), owner)
 	b.Queue(s.sql.read, req.Scope, req.Key)
+	count := s.countDue(req.Scope)
+	if count {
+		b.Queue(s.sql.usage, req.Scope)
+	}
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.finishTimeout)
 	defer cancel()
 	br := conn.SendBatch(cctx, b)
 	tx := br.Tx()
-	r, c, err := claimResults(br, limits)
+	r, c, err := claimResults(br, s.sql.tryLockCols)
+	if err == nil && count {
+		u := scopeUsage{at: s.now()}
+		if err = br.QueryRow().Scan(&u.entries, &u.bytes); err == nil {
+			s.usage.set(req.Scope, u)
+		}
+	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
 	return tx, r, c, err
 }
 
-// millisOrEmpty is d in whole milliseconds (at least 1) for a setting, or ""
-// for 0 (keep the session's setting).
-func millisOrEmpty(d time.Duration) string {
-	if d <= 0 {
-		return ""
-	}
-	return strconv.FormatInt(max(d.Milliseconds(), 1), 10)
-}
-
 // claimResults reads the results of claim's pipeline, BEGIN's first.
-func claimResults(br pgx.BatchResults, limits bool) (record, claimResult, error) {
+func claimResults(br pgx.BatchResults, tryLockCols int) (record, claimResult, error) {
 	if _, err := br.Exec(); err != nil {
 		return record{}, claimBusy, fmt.Errorf("begin: %w", err)
 	}
-	if limits {
-		if _, err := br.Exec(); err != nil {
-			return record{}, claimBusy, fmt.Errorf("setting the transaction's timeouts: %w", err)
-		}
-	}
 	var locked bool
-	if err := br.QueryRow().Scan(&locked); err != nil {
+	dest := make([]any, tryLockCols) // the settings' columns are skipped (nil)
+	dest[0] = &locked
+	if err := br.QueryRow().Scan(dest...); err != nil {
 		return record{}, claimBusy, err
 	}
 	var r record
@@ -348,6 +352,12 @@ func claimResults(br pgx.BatchResults, limits bool) (record, claimResult, error)
 	case errors.Is(err, pgx.ErrNoRows):
 	case err != nil:
 		return record{}, claimBusy, err
+	case live && r.marked() && locked:
+		// The mark's owner began its effect and its transaction has ended
+		// without the record: its process crashed, or its session ended.
+		return r, claimGone, nil
+	case live && r.marked():
+		return record{}, claimBusy, nil // its owner runs: a duplicate
 	case live:
 		return r, claimStopped, nil
 	}
@@ -361,41 +371,111 @@ func claimResults(br pgx.BatchResults, limits bool) (record, claimResult, error)
 }
 
 // execute calls run inside the claim's transaction and ends the transaction;
-// takeover says that the key's expired record is to be overwritten.
+// takeover says that the key's expired record is to be overwritten. run's
+// context carries the transaction (Tx) and the effect mark
+// (server.ContextWithEffectMark): a handler that calls server.BeginEffect
+// has the mark committed (mark) before it starts its effect, and the record
+// then replaces it, or a release clears it.
 func (s *Store) execute(ctx context.Context, conn *pgx.Conn, tx pgx.Tx, req server.Request, owner string, takeover bool, run server.RunFunc) (server.Result, error) {
 	finished := false
 	defer func() {
-		if !finished { // run panicked: undo the claim and the business writes
+		if !finished { // run panicked: undo the claim and the business writes (a mark stays)
 			s.rollback(ctx, tx)
 		}
 	}()
-	resp, keep := run(ContextWithTx(ctx, sharedTx{tx}))
+	var marked atomic.Bool
+	hctx := server.ContextWithEffectMark(ContextWithTx(ctx, sharedTx{tx}), func(mctx context.Context) error {
+		if err := s.mark(mctx, req, owner); err != nil {
+			return err
+		}
+		marked.Store(true)
+		return nil
+	})
+	resp, keep := run(hctx)
 	finished = true
 
 	res := server.Result{Outcome: server.OutcomeExecuted, Response: resp}
 	if !keep || resp == nil {
+		var err error
+		if marked.Load() {
+			// While the transaction holds the key, no one can see the
+			// mark without its owner; a crash between the two leaves the
+			// key outcome-unknown, the cautious side.
+			if err = s.unmark(ctx, req, owner); err != nil {
+				err = fmt.Errorf("pgstore: %w: clearing the effect mark: %w", server.ErrNotRecorded, err)
+			}
+		}
 		s.rollback(ctx, tx)
-		return res, nil
+		return res, err
 	}
-	if err := s.recordAndCommit(ctx, conn, req, owner, takeover, resp); err != nil {
+	if err := s.recordAndCommit(ctx, conn, req, owner, takeover, marked.Load(), resp); err != nil {
 		s.rollback(ctx, tx) // no-op if the server already rolled back
 		return res, fmt.Errorf("pgstore: %w: %w", server.ErrNotRecorded, err)
+	}
+	if s.bounded(req.Scope) {
+		s.usage.add(req.Scope, charge(req, owner, resp))
 	}
 	return res, nil
 }
 
+// mark commits the durable effect mark of the claim of req that owner holds,
+// on a pooled connection of its own, bounded by ctx (the handler's), the
+// acquire timeout and the finish timeout. It fails when the claim's
+// transaction no longer holds the key (its session ended: the handler must
+// not start its effect) or a live row is in the way.
+func (s *Store) mark(ctx context.Context, req server.Request, owner string) error {
+	conn, err := s.acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("pgstore: effect mark: %w", err)
+	}
+	defer conn.Release()
+	mctx, cancel := context.WithTimeout(ctx, s.cfg.finishTimeout)
+	defer cancel()
+	var held bool
+	var written int64
+	if err := conn.QueryRow(mctx, s.sql.mark, req.Scope, req.Key, req.Fingerprint, owner, req.TTL.Microseconds(), s.keyLock(req)).Scan(&held, &written); err != nil {
+		return fmt.Errorf("pgstore: effect mark: %w", err)
+	}
+	switch {
+	case !held:
+		return errors.New("pgstore: effect mark: the claim's transaction has ended (no one holds the key's lock)")
+	case written != 1:
+		return errors.New("pgstore: effect mark: a live row of the key is in the way")
+	}
+	return nil
+}
+
+// unmark deletes the effect mark owner made for req, on a pooled connection
+// of its own, on a context detached from the request and bounded by the
+// finish timeout.
+func (s *Store) unmark(ctx context.Context, req server.Request, owner string) error {
+	fctx, cancel := s.finishContext(ctx)
+	defer cancel()
+	conn, err := s.acquire(fctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	_, err = conn.Exec(fctx, s.sql.unmark, req.Scope, req.Key, owner)
+	return err
+}
+
 // recordAndCommit writes the record of resp and commits, in one round trip: the
-// INSERT (takeOver over an expired record) and the COMMIT are pipelined, and
+// INSERT (takeOver over an expired record, overMark over the claim's effect
+// mark) and the COMMIT are pipelined, and
 // PostgreSQL skips the COMMIT if the INSERT fails. It runs on a context
 // detached from the request. After it succeeds the transaction has ended and tx
 // must not be used.
-func (s *Store) recordAndCommit(ctx context.Context, conn *pgx.Conn, req server.Request, owner string, takeover bool, resp *server.Response) error {
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.finishTimeout)
+func (s *Store) recordAndCommit(ctx context.Context, conn *pgx.Conn, req server.Request, owner string, takeover, marked bool, resp *server.Response) error {
+	fctx, cancel := s.finishContext(ctx)
 	defer cancel()
 	names, values := encodeHeader(resp.Header)
 	b := &pgx.Batch{}
 	write := s.sql.insert
-	if takeover {
+	switch {
+	case marked:
+		write = s.sql.overMark
+	case takeover:
 		write = s.sql.takeOver
 	}
 	b.Queue(write, req.Scope, req.Key, req.Fingerprint, owner, resp.Status, names, values, resp.Body, req.TTL.Microseconds())
@@ -421,11 +501,27 @@ func (s *Store) recordAndCommit(ctx context.Context, conn *pgx.Conn, req server.
 	return nil
 }
 
+// finishContext is the context of the statements Do runs once the handler
+// has returned (record, COMMIT, ROLLBACK, clearing a mark): detached from the
+// request, so that a client that leaves still ends the transaction, and
+// bounded by the finish timeout and by what is left of ctx's deadline (the
+// request's: server.LimitRequestTime), so that a PostgreSQL that does not
+// answer still lets the request be answered within it. A transaction whose
+// ROLLBACK cannot be sent in time dies with its connection, which pgx then
+// closes.
+func (s *Store) finishContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	end := time.Now().Add(s.cfg.finishTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(end) {
+		end = d
+	}
+	return context.WithDeadline(context.WithoutCancel(ctx), end)
+}
+
 // rollback ends tx on a context detached from the request. Its error is dropped:
 // a transaction that cannot be rolled back dies with its connection, which pgx
 // then closes, and PostgreSQL rolls it back.
 func (s *Store) rollback(ctx context.Context, tx pgx.Tx) {
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.finishTimeout)
+	fctx, cancel := s.finishContext(ctx)
 	defer cancel()
 	_ = tx.Rollback(fctx)
 }

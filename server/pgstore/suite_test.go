@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/pgstore"
 	"github.com/idemkit/idem/server/pgstore/internal/pgtest"
 	"github.com/idemkit/idem/server/storetest"
@@ -33,6 +34,12 @@ func contract(t *testing.T, tp pgtest.Topology) {
 			Advance:       func(d time.Duration) { pgtest.Advance(t, pool, e.table, d) },
 			Effects:       ledgerEffects{e},
 			Transactional: true,
+			// A crash of the owner's process: PostgreSQL ends its session,
+			// which rolls its transaction back and releases the key's lock.
+			OwnerGone: func(t *testing.T, ctx context.Context) server.Store {
+				pgtest.EndSession(t, pgstore.Tx(ctx))
+				return e.store
+			},
 		}
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 
@@ -23,6 +24,8 @@ func main() {
 	quick := flag.Bool("quick", false, "CI-sized smoke run (about 90 s)")
 	out := flag.String("out", "results", "directory for RESULTS.md and the charts")
 	sections := flag.String("sections", "", "comma-separated sections to run, 1 to 8 (default all)")
+	stores := flag.String("stores", "", "comma-separated stores section 5 measures, by the start of their names (postgres,redis; default all)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.Parse()
 
 	var only []int
@@ -36,19 +39,35 @@ func main() {
 			only = append(only, n)
 		}
 	}
+	var only5 []string
+	if *stores != "" {
+		only5 = strings.Split(*stores, ",")
+	}
 	command := "cd bench && go run ./cmd/bench"
 	flag.Visit(func(f *flag.Flag) {
 		if f.Name == "quick" {
 			command += " -quick"
-		} else if !strings.HasPrefix(f.Name, "test.") {
+		} else if !strings.HasPrefix(f.Name, "test.") && f.Name != "cpuprofile" {
 			command += " -" + f.Name + " " + f.Value.String()
 		}
 	})
 
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: -cpuprofile:", err)
+			os.Exit(2)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	_, err := bench.Run(ctx, bench.Config{Quick: *quick, Out: *out, Command: command, Revision: revision(), Sections: only, Log: os.Stderr})
+	_, err := bench.Run(ctx, bench.Config{Quick: *quick, Out: *out, Command: command, Revision: revision(), Sections: only, Stores: only5, Log: os.Stderr})
 	if err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}

@@ -124,6 +124,31 @@ func Advance(tb testing.TB, pool *pgxpool.Pool, table string, d time.Duration) {
 	}
 }
 
+// EndSession ends the PostgreSQL session that runs tx, as a crash of the
+// process holding it would: pg_terminate_backend from a connection of its own
+// to the test server directly (through PgBouncer too, tx's server session is
+// the one ended), waiting until the server has ended it, so that its
+// transaction is rolled back and its locks released when EndSession returns.
+// Only ever a session of the test's own.
+func EndSession(tb testing.TB, tx pgx.Tx) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var pid int32
+	if err := tx.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		tb.Fatalf("pgtest: the session's pid: %v", err)
+	}
+	conn, err := pgx.Connect(ctx, URL())
+	if err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	defer conn.Close(context.Background())
+	var ended bool
+	if err := conn.QueryRow(ctx, "SELECT pg_terminate_backend($1, 20000)", pid).Scan(&ended); err != nil || !ended {
+		tb.Fatalf("pgtest: ending session %d: %v, %v", pid, ended, err)
+	}
+}
+
 func redact(u string) string {
 	cfg, err := pgx.ParseConfig(u)
 	if err != nil {
