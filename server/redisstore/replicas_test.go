@@ -67,7 +67,7 @@ func TestMinReplicasUnacknowledgedRecordAnswersAndSettles(t *testing.T) {
 		}
 	}
 	logs := make(logHandler, 16)
-	s := New(c, WithMinReplicas(1, 200*time.Millisecond), WithLogger(slog.New(logs)))
+	s := New(c, WithMinReplicas(1, time.Second), WithLogger(slog.New(logs)))
 	r := req("k", "fp")
 
 	calls := 0
