@@ -1,12 +1,10 @@
 package demo
 
 import (
-	"context"
 	"net/http"
-	"time"
 
-	"github.com/idemkit/idem/internal/demo/cause"
 	"github.com/idemkit/idem/internal/demo/payments"
+	"github.com/idemkit/idem/internal/health"
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/chaos"
 )
@@ -67,9 +65,9 @@ func New(cfg Config) http.Handler {
 	mux.Handle("POST /payments", wrap(server.Middleware(cfg.Store, opts...)(create)))
 	mux.Handle("POST /payments/unprotected", wrap(create))
 	mux.HandleFunc("GET /payments", api.List)
-	mux.HandleFunc("GET /livez", live)
-	mux.HandleFunc("GET /healthz", live)
-	mux.HandleFunc("GET /readyz", ready(cfg.Store))
+	mux.HandleFunc("GET /livez", health.Live)
+	mux.HandleFunc("GET /healthz", health.Live)
+	mux.HandleFunc("GET /readyz", health.Ready(cfg.Store))
 	return mux
 }
 
@@ -88,34 +86,4 @@ func Scope(r *http.Request) (string, error) {
 		return PublicScope, nil
 	}
 	return server.BearerScope(r)
-}
-
-func live(w http.ResponseWriter, _ *http.Request) {
-	text(w, http.StatusOK, "ok\n")
-}
-
-// readyTimeout bounds a readiness check's Ping.
-const readyTimeout = 2 * time.Second
-
-func ready(store server.Store) http.HandlerFunc {
-	p, _ := store.(server.Pinger)
-	return func(w http.ResponseWriter, r *http.Request) {
-		if p != nil {
-			ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
-			defer cancel()
-			if err := p.Ping(ctx); err != nil {
-				cause.Report(r.Context(), err)
-				text(w, http.StatusServiceUnavailable, "store unavailable\n")
-				return
-			}
-		}
-		text(w, http.StatusOK, "ready\n")
-	}
-}
-
-func text(w http.ResponseWriter, status int, body string) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_, _ = w.Write([]byte(body))
 }

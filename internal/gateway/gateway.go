@@ -9,7 +9,6 @@
 package gateway
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/internal/demo/cause"
+	"github.com/idemkit/idem/internal/health"
 	"github.com/idemkit/idem/internal/problem"
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/chaos"
@@ -92,7 +92,9 @@ type Gateway struct {
 	methods   map[string]string
 	protected http.Handler
 	pass      http.Handler
-	store     server.Store
+	// ready answers the readiness check from the store alone: the
+	// upstream is not asked, its readiness is its own.
+	ready http.Handler
 }
 
 // New returns the gateway cfg describes over store. It returns an error for
@@ -148,16 +150,16 @@ func newGateway(cfg Config, store server.Store, dial dialFunc) (*Gateway, error)
 		methods:   methods,
 		protected: cfg.Chaos.Wrap(server.Middleware(store, opts...)(newForwarder(cfg, dial))),
 		pass:      newPassThrough(cfg.Upstream),
-		store:     store,
+		ready:     health.Ready(store),
 	}, nil
 }
 
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.URL.Path == LivezPath && r.Method == http.MethodGet:
-		plainText(w, http.StatusOK, "ok\n")
+		health.Live(w, r)
 	case r.URL.Path == ReadyzPath && r.Method == http.MethodGet:
-		g.ready(w, r)
+		g.ready.ServeHTTP(w, r)
 	case g.isProtected(r):
 		g.protected.ServeHTTP(w, r)
 	default:
@@ -236,32 +238,6 @@ func (g *Gateway) passThrough(w http.ResponseWriter, r *http.Request) {
 	_ = rc.SetReadDeadline(time.Time{})
 	_ = rc.SetWriteDeadline(time.Time{})
 	g.pass.ServeHTTP(w, r)
-}
-
-// readyTimeout bounds a readiness check's Ping.
-const readyTimeout = 2 * time.Second
-
-// ready answers the readiness check: 200 when the store answers its Ping
-// (server.Pinger; a store without one is ready), else 503. The upstream is
-// not asked: its readiness is its own.
-func (g *Gateway) ready(w http.ResponseWriter, r *http.Request) {
-	if p, ok := g.store.(server.Pinger); ok {
-		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
-		defer cancel()
-		if err := p.Ping(ctx); err != nil {
-			cause.Report(r.Context(), err)
-			plainText(w, http.StatusServiceUnavailable, "store unavailable\n")
-			return
-		}
-	}
-	plainText(w, http.StatusOK, "ready\n")
-}
-
-func plainText(w http.ResponseWriter, status int, body string) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_, _ = w.Write([]byte(body))
 }
 
 // newPassThrough returns the proxy of unprotected requests: httputil's, with
