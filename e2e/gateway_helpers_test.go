@@ -2,23 +2,20 @@ package e2e
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/idemkit/idem/internal/lossyproxy"
 	"github.com/idemkit/idem/internal/servicetest"
-	"github.com/idemkit/idem/server"
 )
 
 // The upstreams of the gateway tests: the orders APIs of
@@ -134,50 +131,10 @@ func orderBody(customer string, amount int) string {
 }
 
 // lossyFront is a proxy in front of the gateway that loses answers after the
-// upstream acted: for the first attempt of each key it forwards the request,
-// reads the gateway's whole answer, and cuts the client's connection without
-// a byte. Later attempts are answered.
+// upstream acted (lossyproxy): the first attempt of each key is forwarded, and
+// the client's connection is cut once the gateway's whole answer is read.
+// Later attempts, and requests without a key, are answered.
 func lossyFront(t *testing.T, target string) *httptest.Server {
 	t.Helper()
-	tr := &http.Transport{DisableKeepAlives: true}
-	var mu sync.Mutex
-	attempts := map[string]int{}
-	p := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key := r.Header.Get(server.HeaderKey)
-		mu.Lock()
-		attempts[key]++
-		n := attempts[key]
-		mu.Unlock()
-		out, err := http.NewRequestWithContext(context.WithoutCancel(r.Context()), r.Method, target+r.URL.RequestURI(), r.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		out.Header = r.Header.Clone()
-		out.ContentLength = r.ContentLength
-		resp, err := tr.RoundTrip(out)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		if key != "" && n == 1 {
-			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
-				conn.Close()
-			}
-			return
-		}
-		for k, v := range resp.Header {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(resp.StatusCode)
-		_, _ = w.Write(body)
-	}))
-	t.Cleanup(p.Close)
-	return p
+	return lossyproxy.Start(t, target, func(key string, attempt int) bool { return key != "" && attempt == 1 })
 }

@@ -5,68 +5,17 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/server"
+	"github.com/idemkit/idem/internal/lossyproxy"
 )
 
 // lossyOps is how many operations the lossy scenario sends.
 const lossyOps = 24
-
-// lossyProxy forwards each request to upstream, reads the whole answer, and
-// then, when lose says so for the request's key and attempt (1, 2, ...),
-// closes the client's connection without a byte: the server did the work,
-// the client never hears of it.
-func lossyProxy(t *testing.T, upstream string, lose func(attempt int) bool) *httptest.Server {
-	t.Helper()
-	tr := &http.Transport{DisableKeepAlives: true}
-	var mu sync.Mutex
-	attempts := map[string]int{}
-	p := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key := r.Header.Get(server.HeaderKey)
-		mu.Lock()
-		attempts[key]++
-		n := attempts[key]
-		mu.Unlock()
-		out, err := http.NewRequestWithContext(r.Context(), r.Method, upstream+r.URL.RequestURI(), r.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		out.Header = r.Header.Clone()
-		resp, err := tr.RoundTrip(out)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		if lose(n) {
-			conn, _, err := http.NewResponseController(w).Hijack()
-			if err == nil {
-				conn.Close()
-			}
-			return
-		}
-		for k, v := range resp.Header {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(resp.StatusCode)
-		_, _ = w.Write(body)
-	}))
-	t.Cleanup(p.Close)
-	t.Cleanup(tr.CloseIdleConnections)
-	return p
-}
 
 // testLossy: the idem client pays lossyOps operations through a proxy that
 // loses the first answer of each, and the second of every third, while the
@@ -74,9 +23,9 @@ func lossyProxy(t *testing.T, upstream string, lose func(attempt int) bool) *htt
 // framework's error path). Every operation must end 201 with the one charge
 // it made: no operation charged twice, and no 201 without its charge.
 func testLossy(t *testing.T, e *env) {
-	proxy := lossyProxy(t, e.srv.URL, func(attempt int) bool { return attempt == 1 })
+	proxy := lossyproxy.Start(t, e.srv.URL, func(_ string, attempt int) bool { return attempt == 1 })
 	// Every third operation loses its second answer too: its own proxy.
-	proxy2 := lossyProxy(t, e.srv.URL, func(attempt int) bool { return attempt <= 2 })
+	proxy2 := lossyproxy.Start(t, e.srv.URL, func(_ string, attempt int) bool { return attempt <= 2 })
 	client := &http.Client{Transport: idem.NewTransport(&http.Transport{DisableKeepAlives: true},
 		idem.WithMaxAttempts(6),
 		idem.WithBackoff(time.Millisecond, 20*time.Millisecond),
