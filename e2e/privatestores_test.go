@@ -2,13 +2,9 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
-	"os/user"
-	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
@@ -150,9 +146,8 @@ func startPrivateRedis(t *testing.T) (*killable, string) {
 	return k, addr
 }
 
-// startPrivatePostgres creates a PostgreSQL cluster of its own (initdb in a
-// temporary directory; run as the postgres user when the test runs as root,
-// which initdb refuses), serves it on a loopback port from 5450 to 5459 with
+// startPrivatePostgres creates a PostgreSQL cluster of its own
+// (servicetest.InitPostgres), serves it on a loopback port from 5450 to 5459 with
 // no Unix socket, and stops it and removes it when the test ends. It returns
 // the server and the URL of its postgres database (user postgres, trust).
 //
@@ -162,51 +157,13 @@ func startPrivateRedis(t *testing.T) (*killable, string) {
 // fsync is off: a killed process loses nothing the kernel already has.
 func startPrivatePostgres(t *testing.T) (*killable, string) {
 	t.Helper()
-	binDir, err := postgresBinDir()
-	if err != nil {
-		servicetest.Unreachable(t, "PostgreSQL server binaries not found (%v): install postgresql to run the store-kill soak", err)
-	}
-	cred, err := postgresCredential()
-	if err != nil {
-		servicetest.Unreachable(t, "cannot run initdb: %v", err)
-	}
-	base, err := os.MkdirTemp("", "idem-e2e-pg-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(base) })
-	data := filepath.Join(base, "data")
-	if err := os.Mkdir(data, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if cred != nil {
-		if err := os.Chmod(base, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chown(data, int(cred.Uid), int(cred.Gid)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	asPostgres := func(cmd *exec.Cmd) *exec.Cmd {
-		if cred != nil {
-			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-		}
-		cmd.Env = append(os.Environ(), "LC_ALL=C")
-		return cmd
-	}
-	initdb := asPostgres(exec.Command(filepath.Join(binDir, "initdb"), "-D", data, "-U", "postgres",
-		"-A", "trust", "-E", "UTF8", "--no-sync", "--no-instructions"))
-	if out, err := initdb.CombinedOutput(); err != nil {
-		t.Fatalf("initdb: %v\n%s", err, out)
-	}
+	cluster := servicetest.InitPostgres(t, "idem-e2e-pg-")
 	port := strconv.Itoa(freePort(t, privatePostgresPorts))
-	url := "postgres://postgres@127.0.0.1:" + port + "/postgres?sslmode=disable"
+	url := cluster.URL(port)
 	k := &killable{
 		name: "postgres 127.0.0.1:" + port,
 		newCmd: func() *exec.Cmd {
-			return asPostgres(exec.Command(filepath.Join(binDir, "postgres"), "-D", data, "-p", port,
-				"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=",
-				"-c", "fsync=off", "-c", "max_connections=60", "-c", "dynamic_shared_memory_type=mmap"))
+			return cluster.Command(port, "-c", "max_connections=60", "-c", "dynamic_shared_memory_type=mmap")
 		},
 		ready: func(ctx context.Context) error {
 			conn, err := pgx.Connect(ctx, url)
@@ -221,38 +178,4 @@ func startPrivatePostgres(t *testing.T) (*killable, string) {
 		t.Fatal(err)
 	}
 	return k, url
-}
-
-// postgresBinDir returns the newest /usr/lib/postgresql/*/bin holding
-// initdb, or the directory of initdb in PATH.
-func postgresBinDir() (string, error) {
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	for i := len(dirs) - 1; i >= 0; i-- {
-		if _, err := os.Stat(filepath.Join(dirs[i], "initdb")); err == nil {
-			return dirs[i], nil
-		}
-	}
-	p, err := exec.LookPath("initdb")
-	if err != nil {
-		return "", errors.New("no /usr/lib/postgresql/*/bin/initdb and no initdb in PATH")
-	}
-	return filepath.Dir(p), nil
-}
-
-// postgresCredential returns nil when the test does not run as root, and the
-// postgres user's otherwise.
-func postgresCredential() (*syscall.Credential, error) {
-	if os.Geteuid() != 0 {
-		return nil, nil
-	}
-	u, err := user.Lookup("postgres")
-	if err != nil {
-		return nil, fmt.Errorf("running as root and there is no postgres user to run it as: %w", err)
-	}
-	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
-	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
-	if err := errors.Join(err1, err2); err != nil {
-		return nil, fmt.Errorf("postgres user: %w", err)
-	}
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 }

@@ -2,13 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -29,50 +26,14 @@ type privatePostgres struct {
 	url string
 }
 
-// startPrivatePostgres initdb's a cluster in a temporary directory (as the
-// postgres user when the test runs as root, which initdb refuses) and serves
-// it on a private loopback port, with no Unix socket; it is stopped and
-// removed when the test ends.
+// startPrivatePostgres serves a cluster of the test's own
+// (servicetest.InitPostgres) on a private loopback port, with no Unix socket;
+// it is stopped and removed when the test ends.
 func startPrivatePostgres(t *testing.T) *privatePostgres {
 	t.Helper()
-	bin, err := postgresBinDir()
-	if err != nil {
-		servicetest.Unreachable(t, "PostgreSQL server binaries not found (%v): install postgresql", err)
-	}
-	cred, err := postgresCredential()
-	if err != nil {
-		servicetest.Unreachable(t, "cannot run initdb: %v", err)
-	}
-	base, err := os.MkdirTemp("", "idem-server-pg-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(base) })
-	data := filepath.Join(base, "data")
-	if err := os.Mkdir(data, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	attr := &syscall.SysProcAttr{}
-	if cred != nil {
-		attr.Credential = cred
-		if err := os.Chmod(base, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chown(data, int(cred.Uid), int(cred.Gid)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8",
-		"--no-sync", "--no-instructions")
-	initdb.SysProcAttr, initdb.Env = &syscall.SysProcAttr{Credential: cred}, append(os.Environ(), "LC_ALL=C")
-	if out, err := initdb.CombinedOutput(); err != nil {
-		t.Fatalf("initdb: %v\n%s", err, out)
-	}
+	cluster := servicetest.InitPostgres(t, "idem-server-pg-")
 	_, port, _ := net.SplitHostPort(privateAddr(t))
-	p := &privatePostgres{url: "postgres://postgres@127.0.0.1:" + port + "/postgres?sslmode=disable"}
-	p.cmd = exec.Command(filepath.Join(bin, "postgres"), "-D", data, "-p", port, "-c", "listen_addresses=127.0.0.1",
-		"-c", "unix_socket_directories=", "-c", "fsync=off", "-c", "max_connections=40")
-	p.cmd.SysProcAttr, p.cmd.Env = attr, append(os.Environ(), "LC_ALL=C")
+	p := &privatePostgres{url: cluster.URL(port), cmd: cluster.Command(port, "-c", "max_connections=40")}
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("starting postgres: %v", err)
 	}
@@ -115,40 +76,6 @@ func (p *privatePostgres) signal(sig syscall.Signal) {
 			_ = syscall.Kill(child, sig)
 		}
 	}
-}
-
-// postgresBinDir returns the newest /usr/lib/postgresql/*/bin holding
-// initdb, or the directory of initdb in PATH.
-func postgresBinDir() (string, error) {
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	for i := len(dirs) - 1; i >= 0; i-- {
-		if _, err := os.Stat(filepath.Join(dirs[i], "initdb")); err == nil {
-			return dirs[i], nil
-		}
-	}
-	p, err := exec.LookPath("initdb")
-	if err != nil {
-		return "", errors.New("no /usr/lib/postgresql/*/bin/initdb and no initdb in PATH")
-	}
-	return filepath.Dir(p), nil
-}
-
-// postgresCredential returns nil when the test does not run as root, and the
-// postgres user's otherwise.
-func postgresCredential() (*syscall.Credential, error) {
-	if os.Geteuid() != 0 {
-		return nil, nil
-	}
-	u, err := user.Lookup("postgres")
-	if err != nil {
-		return nil, fmt.Errorf("running as root and there is no postgres user to run it as: %w", err)
-	}
-	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
-	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
-	if err := errors.Join(err1, err2); err != nil {
-		return nil, fmt.Errorf("postgres user: %w", err)
-	}
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 }
 
 // frozenTimeout is the -request-timeout of the frozen-PostgreSQL test, and

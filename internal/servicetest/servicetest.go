@@ -2,7 +2,9 @@
 // PostgreSQL or Redis follows: where the server is (IDEM_POSTGRES_URL,
 // IDEM_REDIS_ADDR, with local defaults), and what happens when it cannot be
 // reached: the test is skipped with a message saying how to run it, unless
-// IDEM_REQUIRE_SERVICES=1 (set by .ci/run), in which case it fails.
+// IDEM_REQUIRE_SERVICES=1 (set by .ci/run), in which case it fails. On Unix
+// it also makes a PostgreSQL cluster of a test's own (InitPostgres), for the
+// tests that kill or freeze a server the shared one must never be.
 package servicetest
 
 import (
