@@ -6,11 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -18,27 +16,18 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/idemkit/idem/internal/buildtest"
 )
 
-// binDir holds the idem-server binary the tests build; TestMain removes it.
-var binDir string
+// bins holds the binaries the tests build; TestMain removes them.
+var bins = buildtest.New("idem-e2e-bin-")
 
 // buildServer builds cmd/idem-server once per test run, through the go.work
 // workspace (the command is a module of its own).
-var buildServer = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "idem-e2e-bin-")
-	if err != nil {
-		return "", err
-	}
-	binDir = dir
-	bin := filepath.Join(dir, "idem-server")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Dir = filepath.Join("..", "cmd", "idem-server")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/idem-server: %v\n%s", err, out)
-	}
-	return bin, nil
-})
+func buildServer() (string, error) {
+	return bins.Build("idem-server", filepath.Join("..", "cmd", "idem-server"))
+}
 
 // lockedBuffer is a bytes.Buffer safe for the process's writes and the test's
 // reads.

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -111,18 +110,9 @@ func curlOrder(t *testing.T, base, key, customer string) (status, body string) {
 }
 
 // buildCheck builds cmd/idem-check once per test run.
-var buildCheck = sync.OnceValues(func() (string, error) {
-	if _, err := buildServer(); err != nil { // makes binDir
-		return "", err
-	}
-	bin := filepath.Join(binDir, "idem-check")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Dir = filepath.Join("..", "cmd", "idem-check")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/idem-check: %v\n%s", err, out)
-	}
-	return bin, nil
-})
+func buildCheck() (string, error) {
+	return bins.Build("idem-check", filepath.Join("..", "cmd", "idem-check"))
+}
 
 // idem-check -chaos passes on the gateway in front of each service and fails
 // on the bare service, in the chaos rows among others.

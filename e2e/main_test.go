@@ -12,8 +12,6 @@ func TestMain(m *testing.M) {
 	// have nothing to learn from it.
 	zerolog.SetGlobalLevel(zerolog.Disabled)
 	code := m.Run()
-	if binDir != "" {
-		_ = os.RemoveAll(binDir)
-	}
+	bins.Remove()
 	os.Exit(code)
 }

@@ -6,26 +6,13 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 )
 
 // buildBinary builds the command once per test run.
-var buildBinary = sync.OnceValues(func() (string, error) {
-	dir, err := tempDir()
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "idem-server")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		return "", errors.New(string(out))
-	}
-	return bin, nil
-})
+func buildBinary() (string, error) { return bins.Build("idem-server", ".") }
 
 // process is a started binary.
 type process struct {

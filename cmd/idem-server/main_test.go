@@ -3,26 +3,15 @@ package main
 import (
 	"os"
 	"testing"
+
+	"github.com/idemkit/idem/internal/buildtest"
 )
 
-var testTempDir string
-
-// tempDir is a directory removed after every test of the package has run.
-func tempDir() (string, error) {
-	if testTempDir == "" {
-		return "", os.ErrNotExist
-	}
-	return testTempDir, nil
-}
+// bins holds the binaries the tests build; TestMain removes them.
+var bins = buildtest.New("idem-server-test")
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "idem-server-test")
-	if err == nil {
-		testTempDir = dir
-	}
 	code := m.Run()
-	if dir != "" {
-		_ = os.RemoveAll(dir)
-	}
+	bins.Remove()
 	os.Exit(code)
 }

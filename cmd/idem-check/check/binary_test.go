@@ -13,38 +13,27 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/idemkit/idem/internal/buildtest"
 )
 
-// binDir holds the idem-server binary the tests build; TestMain removes it.
-var binDir string
+// bins holds the idem-server binary the tests build; TestMain removes it.
+var bins = buildtest.New("idem-check-bin-")
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		_ = os.RemoveAll(binDir)
-	}
+	bins.Remove()
 	os.Exit(code)
 }
 
 // buildIdemServer builds cmd/idem-server once, through the go.work workspace
 // (the command is a module of its own; idem-check does not require it).
-var buildIdemServer = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "idem-check-bin-")
-	if err != nil {
-		return "", err
-	}
-	binDir = dir
-	bin := filepath.Join(dir, "idem-server")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/idemkit/idem/cmd/idem-server")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build github.com/idemkit/idem/cmd/idem-server (needs the go.work workspace): %v\n%s", err, out)
-	}
-	return bin, nil
-})
+func buildIdemServer() (string, error) {
+	return bins.Build("idem-server", filepath.Join("..", "..", "idem-server"))
+}
 
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {
