@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,12 +11,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/idemkit/idem/internal/buildtest"
+	"github.com/idemkit/idem/internal/syncbuf"
 )
 
 // bins holds the binaries the tests build; TestMain removes them.
@@ -29,39 +28,11 @@ func buildServer() (string, error) {
 	return bins.Build("idem-server", filepath.Join("..", "cmd", "idem-server"))
 }
 
-// lockedBuffer is a bytes.Buffer safe for the process's writes and the test's
-// reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// tail returns the last n lines of the buffer, for failure messages.
-func (l *lockedBuffer) tail(n int) string {
-	lines := strings.Split(strings.TrimRight(l.String(), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
 // serverProcess is a running idem-server binary.
 type serverProcess struct {
 	cmd    *exec.Cmd
 	URL    string // http://127.0.0.1:port
-	stderr *lockedBuffer
+	stderr *syncbuf.Buffer
 }
 
 // skipShort skips a test that builds and runs the binary under -short.
@@ -82,7 +53,7 @@ func startServer(t *testing.T, args ...string) *serverProcess {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, append([]string{"-addr", "127.0.0.1:0"}, args...)...)
-	p := &serverProcess{cmd: cmd, stderr: &lockedBuffer{}}
+	p := &serverProcess{cmd: cmd, stderr: &syncbuf.Buffer{}}
 	cmd.Stderr = p.stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -114,11 +85,11 @@ func startServer(t *testing.T, args ...string) *serverProcess {
 	case line := <-lines:
 		u, ok := strings.CutPrefix(strings.TrimSpace(line), "idem-server listening on ")
 		if !ok {
-			t.Fatalf("idem-server %s: no listening line (got %q); stderr:\n%s", strings.Join(args, " "), line, p.stderr.tail(20))
+			t.Fatalf("idem-server %s: no listening line (got %q); stderr:\n%s", strings.Join(args, " "), line, p.stderr.Tail(20))
 		}
 		p.URL = u
 	case <-time.After(30 * time.Second):
-		t.Fatalf("idem-server %s: not listening after 30s; stderr:\n%s", strings.Join(args, " "), p.stderr.tail(20))
+		t.Fatalf("idem-server %s: not listening after 30s; stderr:\n%s", strings.Join(args, " "), p.stderr.Tail(20))
 	}
 	return p
 }

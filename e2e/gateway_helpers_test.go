@@ -16,6 +16,7 @@ import (
 
 	"github.com/idemkit/idem/internal/lossyproxy"
 	"github.com/idemkit/idem/internal/servicetest"
+	"github.com/idemkit/idem/internal/syncbuf"
 )
 
 // The upstreams of the gateway tests: the orders APIs of
@@ -54,7 +55,7 @@ func startUpstream(t *testing.T, lang string) *upstreamProcess {
 		servicetest.Unreachable(t, "%s not in PATH (%v): install it to run the gateway in front of a %s service", command, err, lang)
 	}
 	cmd := exec.Command(bin, filepath.Join("..", "cmd", "idem-server", "testdata", "upstreams", script), "0")
-	stderr := &lockedBuffer{}
+	stderr := &syncbuf.Buffer{}
 	cmd.Stderr = stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -83,7 +84,7 @@ func startUpstream(t *testing.T, lang string) *upstreamProcess {
 	select {
 	case u.URL = <-listening:
 	case <-time.After(30 * time.Second):
-		t.Fatalf("%s %s: not listening after 30s; stderr:\n%s", command, script, stderr.tail(20))
+		t.Fatalf("%s %s: not listening after 30s; stderr:\n%s", command, script, stderr.Tail(20))
 	}
 	return u
 }

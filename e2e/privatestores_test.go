@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemkit/idem/internal/servicetest"
+	"github.com/idemkit/idem/internal/syncbuf"
 )
 
 // Loopback port ranges of the private servers these tests start and kill.
@@ -59,7 +60,7 @@ func (k *killable) start() error {
 		k.cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	k.cmd.SysProcAttr.Setpgid = true
-	out := &lockedBuffer{}
+	out := &syncbuf.Buffer{}
 	k.cmd.Stdout, k.cmd.Stderr = out, out
 	if err := k.cmd.Start(); err != nil {
 		return fmt.Errorf("starting %s: %w", k.name, err)
@@ -77,9 +78,9 @@ func (k *killable) start() error {
 		}
 		select {
 		case <-waited:
-			return fmt.Errorf("%s exited at start: %v\n%s", k.name, k.cmd.ProcessState, out.tail(20))
+			return fmt.Errorf("%s exited at start: %v\n%s", k.name, k.cmd.ProcessState, out.Tail(20))
 		case <-ctx.Done():
-			return fmt.Errorf("%s not ready after %v: %v\n%s", k.name, readyTimeout, err, out.tail(20))
+			return fmt.Errorf("%s not ready after %v: %v\n%s", k.name, readyTimeout, err, out.Tail(20))
 		case <-time.After(50 * time.Millisecond): // polling a process: nothing to wait on
 		}
 	}

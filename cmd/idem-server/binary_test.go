@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"errors"
+	"github.com/idemkit/idem/internal/syncbuf"
 	"io"
 	"net/http"
 	"os/exec"
@@ -18,7 +19,7 @@ func buildBinary() (string, error) { return bins.Build("idem-server", ".") }
 type process struct {
 	cmd    *exec.Cmd
 	url    string
-	stderr *lockedBuffer
+	stderr *syncbuf.Buffer
 }
 
 func startBinary(t *testing.T, args ...string) *process {
@@ -31,7 +32,7 @@ func startBinary(t *testing.T, args ...string) *process {
 		t.Fatalf("go build: %v", err)
 	}
 	cmd := exec.Command(bin, append([]string{"-addr", "127.0.0.1:0"}, args...)...)
-	stderr := &lockedBuffer{}
+	stderr := &syncbuf.Buffer{}
 	cmd.Stderr = stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

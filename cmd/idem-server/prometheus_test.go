@@ -26,6 +26,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/syncbuf"
 	idemotel "github.com/idemkit/idem/otel"
 )
 
@@ -281,7 +282,7 @@ func startPrometheus(t *testing.T, bin string, targets ...string) *promServer {
 	addr := freePort(t)
 	cmd := exec.Command(bin, "--config.file="+cfgFile, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr, "--log.level=warn")
-	stderr := &lockedBuffer{}
+	stderr := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = stderr, stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting Prometheus (%s): %v", bin, err)

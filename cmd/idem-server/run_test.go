@@ -11,34 +11,17 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/idemkit/idem/internal/syncbuf"
 	"github.com/idemkit/idem/server"
 )
 
-// lockedBuffer is an io.Writer safe for the server's goroutines and the test.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // startRun runs the server in-process on a random port and returns its base
 // URL, a function that stops it and returns run's error, and its log.
-func startRun(t *testing.T, args ...string) (string, func() error, *lockedBuffer) {
+func startRun(t *testing.T, args ...string) (string, func() error, *syncbuf.Buffer) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	outR, outW := io.Pipe()
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	done := make(chan error, 1)
 	go func() {
 		err := run(ctx, append([]string{"-addr", "127.0.0.1:0"}, args...), outW, logs)

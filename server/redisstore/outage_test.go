@@ -1,7 +1,6 @@
 package redisstore
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemkit/idem/internal/syncbuf"
 	"github.com/idemkit/idem/server"
 )
 
@@ -122,7 +122,7 @@ func (c *cutOff) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proce
 func TestSettleNeverOverwritesAnotherOwner(t *testing.T) {
 	t.Parallel()
 	s, c := newTestStore(t)
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	s.cfg.logger = slog.New(slog.NewTextHandler(&logs, nil))
 	key := s.key("tenant-a", "k")
 	other := string(encodeClaim([tokenLen]byte{9}, "fp"))
@@ -137,24 +137,6 @@ func TestSettleNeverOverwritesAnotherOwner(t *testing.T) {
 	if !strings.Contains(logs.String(), "another owner holds the key") {
 		t.Fatalf("log %q does not say why it gave up", logs.String())
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // Regression (issue 12.2): a Redis that can evict records (every policy but
@@ -213,7 +195,7 @@ func TestEvictionPolicyRefused(t *testing.T) {
 func TestEvictionPolicyUncheckableWarns(t *testing.T) {
 	t.Parallel()
 	srv := startPrivateRedis(t, "--rename-command", "CONFIG", "")
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	s := New(srv.client(t), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	if err := s.Check(context.Background()); err != nil {
 		t.Fatalf("Check: %v, want a pass with a warning", err)

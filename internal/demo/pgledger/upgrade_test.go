@@ -25,6 +25,7 @@ import (
 	"github.com/idemkit/idem/internal/demo/payments"
 	"github.com/idemkit/idem/internal/demo/pgledger"
 	"github.com/idemkit/idem/internal/servicetest"
+	"github.com/idemkit/idem/internal/syncbuf"
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/pgstore"
 )
@@ -341,7 +342,7 @@ func payCount(t *testing.T, pool *pgxpool.Pool, customer string) int {
 type previous struct {
 	cmd    *exec.Cmd
 	url    string
-	stderr *syncWriter
+	stderr *syncbuf.Buffer
 }
 
 // startPrevious starts previousVersion's idem-server with the PostgreSQL store
@@ -356,7 +357,7 @@ func startPrevious(t *testing.T, postgresURL string) *previous {
 		t.Skipf("building idem-server at %s (a git checkout with that commit is needed): %v", previousVersion[:12], err)
 	}
 	cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-store", "postgres", "-postgres-url", postgresURL, "-chaos")
-	stderr := &syncWriter{}
+	stderr := &syncbuf.Buffer{}
 	cmd.Stderr = stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -404,25 +405,6 @@ var buildPrevious = sync.OnceValues(func() (string, error) {
 	}
 	return bin, nil
 })
-
-// syncWriter keeps what a process writes to its stderr, which a goroutine of
-// exec writes while the test may read it.
-type syncWriter struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncWriter) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // previousDir is where buildPrevious unpacked and built previousVersion;
 // TestMain deletes it.
