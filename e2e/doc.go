@@ -23,7 +23,7 @@
 //     (TestStoreKillSoak, issue 12). It needs redis-server in PATH and
 //     PostgreSQL's server binaries (/usr/lib/postgresql/*/bin or initdb in
 //     PATH; run as root, initdb runs as the postgres user), and uses loopback
-//     ports 7200-7209 and 5450-5459.
+//     ports 7200-7209 and 5450-5459, moved by IDEM_PRIVATE_PORT_OFFSET.
 //
 // Run them from this directory:
 //

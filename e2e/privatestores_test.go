@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -17,31 +16,16 @@ import (
 	"github.com/idemkit/idem/internal/syncbuf"
 )
 
-// Loopback port ranges of the private servers these tests start and kill.
-const (
-	privateRedisPorts    = 7200 // to 7209
-	privatePostgresPorts = 5450 // to 5459
-	privatePortCount     = 10
+// Loopback port ranges of the private servers these tests start and kill,
+// moved by IDEM_PRIVATE_PORT_OFFSET.
+var (
+	privateRedisPorts    = servicetest.NewPorts(7200, 7209)
+	privatePostgresPorts = servicetest.NewPorts(5450, 5459)
 )
 
 // readyTimeout bounds how long a private server may take to accept
 // connections after a start or a restart (PostgreSQL replays its WAL first).
 const readyTimeout = 20 * time.Second
-
-// freePort returns the first port from first to first+privatePortCount-1 on
-// which nothing listens.
-func freePort(t *testing.T, first int) int {
-	t.Helper()
-	for p := first; p < first+privatePortCount; p++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
-		if err == nil {
-			_ = ln.Close()
-			return p
-		}
-	}
-	t.Fatalf("no free port from %d to %d", first, first+privatePortCount-1)
-	return 0
-}
 
 // killable is a store server that a test kills (SIGKILL to its whole process
 // group: the server and every child it has) and starts again on the same data.
@@ -125,7 +109,7 @@ func startPrivateRedis(t *testing.T) (*killable, string) {
 		servicetest.Unreachable(t, "redis-server not found in PATH (%v): install Redis to run the store-kill soak", err)
 	}
 	dir := t.TempDir()
-	addr := "127.0.0.1:" + strconv.Itoa(freePort(t, privateRedisPorts))
+	addr := privateRedisPorts.Addr(t)
 	_, port, _ := net.SplitHostPort(addr)
 	k := &killable{
 		name: "redis-server " + addr,
@@ -159,7 +143,7 @@ func startPrivateRedis(t *testing.T) (*killable, string) {
 func startPrivatePostgres(t *testing.T) (*killable, string) {
 	t.Helper()
 	cluster := servicetest.InitPostgres(t, "idem-e2e-pg-")
-	port := strconv.Itoa(freePort(t, privatePostgresPorts))
+	_, port, _ := net.SplitHostPort(privatePostgresPorts.Addr(t))
 	url := cluster.URL(port)
 	k := &killable{
 		name: "postgres 127.0.0.1:" + port,

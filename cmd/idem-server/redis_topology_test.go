@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -113,12 +112,9 @@ func reachable(t *testing.T, what, addr, env string) {
 	_ = conn.Close()
 }
 
-// Private servers of these tests (redis-server, proxies) listen on
-// 127.0.0.1:7140-7149 only, moved by IDEM_PRIVATE_PORT_OFFSET.
-var (
-	portMu   sync.Mutex
-	nextPort = 0 // the next port to try, from servicetest.Port(7140)
-)
+// Private servers of these tests (redis-server, PostgreSQL, proxies) listen
+// on 127.0.0.1:7140-7149 only, moved by IDEM_PRIVATE_PORT_OFFSET.
+var privatePorts = servicetest.NewPorts(7140, 7149)
 
 // privateRedis is a redis-server of the test's own; its dir is kept across
 // restarts.
@@ -131,22 +127,11 @@ type privateRedis struct {
 }
 
 // privateAddr returns a loopback address in the private range on which nothing
-// listens now, for a server of the test's own.
+// listens now, for a server of the test's own (servicetest.Ports: handed out
+// in turn).
 func privateAddr(t *testing.T) string {
 	t.Helper()
-	portMu.Lock()
-	defer portMu.Unlock()
-	first := servicetest.Port(7140)
-	for range 10 {
-		port := first + nextPort
-		nextPort = (nextPort + 1) % 10
-		if l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port)); err == nil {
-			_ = l.Close()
-			return l.Addr().String()
-		}
-	}
-	t.Fatalf("no free port in 127.0.0.1:%d-%d", first, first+9)
-	return ""
+	return privatePorts.Addr(t)
 }
 
 // startPrivateRedis starts a redis-server of the test's own with args, stopped

@@ -1,6 +1,9 @@
 package servicetest
 
 import (
+	"fmt"
+	"net"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -89,5 +92,38 @@ func TestPort(t *testing.T) {
 				t.Fatalf("Port(7150) = %d, want %d", got, tc.want)
 			}
 		})
+	}
+}
+
+// fatalRecorder records a Fatalf instead of ending the test.
+type fatalRecorder struct {
+	testing.TB
+	msg string
+}
+
+func (r *fatalRecorder) Helper()                      {}
+func (r *fatalRecorder) Fatalf(f string, args ...any) { r.msg = fmt.Sprintf(f, args...) }
+
+func TestPorts(t *testing.T) {
+	t.Setenv(EnvPortOffset, "5")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	want := "127.0.0.1:" + strconv.Itoa(port)
+	_ = l.Close()
+	p := NewPorts(port-5, port-5) // moved by the offset to port
+	if got := p.Addr(t); got != want {
+		t.Fatalf("Addr = %s, want %s (the offset applied)", got, want)
+	}
+	busy, err := net.Listen("tcp", want)
+	if err != nil {
+		t.Skipf("port %d taken again before the test could: %v", port, err)
+	}
+	defer busy.Close()
+	r := &fatalRecorder{}
+	if got := p.Addr(r); got != "" || !strings.Contains(r.msg, "no free port in "+want+"-") {
+		t.Errorf("Addr with the only port busy = %q, failure %q; want a failure naming the range", got, r.msg)
 	}
 }

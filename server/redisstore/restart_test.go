@@ -6,7 +6,6 @@ import (
 	"net"
 	"os/exec"
 	"strconv"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,35 +18,14 @@ import (
 
 // Private servers of these tests listen on loopback ports 7150-7199 (the
 // range .ci/redis-topologies.sh leaves free), never elsewhere, moved by
-// IDEM_PRIVATE_PORT_OFFSET (servicetest.Port).
-var privatePortFirst, privatePortLast = servicetest.Port(7150), servicetest.Port(7199)
-
-var (
-	portMu   sync.Mutex
-	nextPort = privatePortFirst
-)
+// IDEM_PRIVATE_PORT_OFFSET.
+var privatePorts = servicetest.NewPorts(7150, 7199)
 
 // freeAddr returns a loopback address in the private range with a port nothing
-// listens on now. Ports are handed out in turn, so tests of this process do
-// not get the same one while its server starts.
+// listens on now (servicetest.Ports: handed out in turn).
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	portMu.Lock()
-	defer portMu.Unlock()
-	for range privatePortLast - privatePortFirst + 1 {
-		port := nextPort
-		nextPort++
-		if nextPort > privatePortLast {
-			nextPort = privatePortFirst
-		}
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err == nil {
-			_ = l.Close()
-			return l.Addr().String()
-		}
-	}
-	t.Fatalf("no free port in 127.0.0.1:%d-%d", privatePortFirst, privatePortLast)
-	return ""
+	return privatePorts.Addr(t)
 }
 
 // privateRedis is a redis-server of the test's own. By default it keeps no
