@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/idem/server"
@@ -478,11 +479,14 @@ func (s *Store) recordAndCommit(ctx context.Context, conn *pgx.Conn, req server.
 	case takeover:
 		write = s.sql.takeOver
 	}
-	b.Queue(write, req.Scope, req.Key, req.Fingerprint, owner, resp.Status, names, values, resp.Body, req.TTL.Microseconds())
+	b.Queue(write, req.Scope, req.Key, req.Fingerprint, owner, resp.Status, names, values, resp.Body, req.TTL)
 	b.Queue("COMMIT")
 	br := conn.SendBatch(fctx, b)
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {
+		if notClaims(err) {
+			return fmt.Errorf("record: not the claim's transaction (the handler ended it; the owner token %s is not set in this one): %w", owner, err)
+		}
 		return fmt.Errorf("record: %w", err)
 	}
 	tag, err := br.Exec()
@@ -499,6 +503,14 @@ func (s *Store) recordAndCommit(ctx context.Context, conn *pgx.Conn, req server.
 		return fmt.Errorf("commit: transaction status %q after COMMIT", st)
 	}
 	return nil
+}
+
+// notClaims reports whether err is the record's refusal of a transaction
+// that is not the claim's: the owner check of insert, takeOver and overMark
+// gives owner_token NULL there, which its NOT NULL constraint refuses.
+func notClaims(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23502" && pgErr.ColumnName == "owner_token"
 }
 
 // finishContext is the context of the statements Do runs once the handler
