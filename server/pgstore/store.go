@@ -107,7 +107,8 @@ func (s *Store) Table() string { return s.cfg.table }
 // context carrying the transaction (see Tx), then either inserts the record
 // and commits (keep) or rolls back (not keep, or a panic), which also undoes
 // the handler's business writes. A duplicate of a request still in progress
-// waits for the key lock up to req.Wait (at most the lock timeout) and then
+// waits for the key lock up to req.Wait (at most the lock timeout), only with
+// a turn of server.WaitTurn (the process's bound on waiting duplicates), and then
 // replays the response, runs if the first rolled back, or reports
 // OutcomeInProgress. The record expires req.TTL after it is written.
 //
@@ -185,6 +186,11 @@ func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) 
 			return res, nil
 		}
 		if waitStart.IsZero() {
+			done, ok := server.WaitTurn(ctx)
+			if !ok { // as many duplicates wait as the process allows: answer now
+				return res, nil
+			}
+			defer done()
 			waitStart = time.Now()
 			s.waiting.Add(1)
 			defer s.waiting.Add(-1)
