@@ -44,9 +44,9 @@ const busyRetryAfter = time.Second
 //   - Waiting duplicates (LimitWaiting, default DefaultWaiting): a duplicate
 //     that finds its key in progress waits only while fewer than this many
 //     wait; past it, it is answered 409 with Retry-After at once, as when
-//     its wait is over. A store takes its turn with WaitTurn (memstore and
-//     redisstore do); the duplicates of a store that does not are not
-//     bounded.
+//     its wait is over. A store takes its turn with WaitTurn (memstore,
+//     redisstore and pgstore do); the duplicates of a store that does not
+//     are not bounded.
 //   - Request time (LimitRequestTime, default DefaultRequestTimeout): the
 //     context the store and the handler get ends that long after the
 //     middleware saw the request, and reading the body stops then (408).

@@ -13,6 +13,7 @@ import (
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/chaos"
 	"github.com/idemkit/idem/server/memstore"
+	"github.com/idemkit/idem/server/pgstore"
 	"github.com/idemkit/idem/server/redisstore"
 )
 
@@ -34,6 +35,8 @@ type config struct {
 	redisAllowEviction  bool
 	redisScopeEntries   int64
 	redisScopeBytes     int64
+	pgScopeEntries      int64
+	pgScopeBytes        int64
 	ttl                 time.Duration
 	lockTTL             time.Duration
 	maxEntries          int
@@ -89,6 +92,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		"records one scope may hold in Redis; past it, the scope's new keys get 503")
 	fs.Int64Var(&c.redisScopeBytes, "redis-scope-max-bytes", redisstore.DefaultScopeMaxBytes,
 		"bytes of records one scope may hold in Redis; past it, the scope's new keys get 503")
+	fs.Int64Var(&c.pgScopeEntries, "postgres-scope-max-entries", pgstore.DefaultScopeMaxEntries,
+		"live records one scope may hold in PostgreSQL; past it, the scope's new keys get 503")
+	fs.Int64Var(&c.pgScopeBytes, "postgres-scope-max-bytes", pgstore.DefaultScopeMaxBytes,
+		"bytes of live records one scope may hold in PostgreSQL; past it, the scope's new keys get 503")
 	fs.IntVar(&c.maxEntries, "max-entries", memstore.DefaultMaxEntries, "memory store capacity; when full, new keys get 503")
 	fs.Int64Var(&c.maxBytes, "max-bytes", memstore.DefaultMaxBytes, "memory store capacity in bytes; when full, new keys get 503")
 	fs.StringVar(&c.tokensFile, "tokens", "",
@@ -133,17 +140,19 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 
 // storeFlags names the flags that only one store reads.
 var storeFlags = map[string]string{
-	"postgres-url":            storePostgres,
-	"redis-addr":              storeRedis,
-	"redis-cluster":           storeRedis,
-	"redis-master-name":       storeRedis,
-	"redis-min-replicas":      storeRedis,
-	"redis-replica-timeout":   storeRedis,
-	"redis-allow-eviction":    storeRedis,
-	"redis-scope-max-entries": storeRedis,
-	"redis-scope-max-bytes":   storeRedis,
-	"max-entries":             storeMemory,
-	"max-bytes":               storeMemory,
+	"postgres-url":               storePostgres,
+	"redis-addr":                 storeRedis,
+	"redis-cluster":              storeRedis,
+	"redis-master-name":          storeRedis,
+	"redis-min-replicas":         storeRedis,
+	"redis-replica-timeout":      storeRedis,
+	"redis-allow-eviction":       storeRedis,
+	"redis-scope-max-entries":    storeRedis,
+	"redis-scope-max-bytes":      storeRedis,
+	"postgres-scope-max-entries": storePostgres,
+	"postgres-scope-max-bytes":   storePostgres,
+	"max-entries":                storeMemory,
+	"max-bytes":                  storeMemory,
 }
 
 // defaultMaxPayments bounds the demo's in-memory ledger (about 250 bytes a
@@ -215,6 +224,10 @@ func (c config) validate() error {
 		return usageErr("-redis-scope-max-entries %d: must be at least 1", c.redisScopeEntries)
 	case c.redisScopeBytes < 1:
 		return usageErr("-redis-scope-max-bytes %d: must be at least 1", c.redisScopeBytes)
+	case c.pgScopeEntries < 1:
+		return usageErr("-postgres-scope-max-entries %d: must be at least 1", c.pgScopeEntries)
+	case c.pgScopeBytes < 1:
+		return usageErr("-postgres-scope-max-bytes %d: must be at least 1", c.pgScopeBytes)
 	case c.maxBuffered < 1:
 		return usageErr("-max-buffered-bytes %d: must be at least 1", c.maxBuffered)
 	case c.maxWaiting < 0:

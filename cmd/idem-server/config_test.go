@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/memstore"
+	"github.com/idemkit/idem/server/pgstore"
 	"github.com/idemkit/idem/server/redisstore"
 )
 
@@ -36,6 +37,9 @@ func TestParseFlags(t *testing.T) {
 		{"zero max bytes", []string{"-max-bytes", "0"}},
 		{"zero scope entries", []string{"-store", "redis", "-redis-scope-max-entries", "0"}},
 		{"zero scope bytes", []string{"-store", "redis", "-redis-scope-max-bytes", "0"}},
+		{"zero postgres scope entries", []string{"-store", "postgres", "-postgres-url", "postgres://x/y", "-postgres-scope-max-entries", "0"}},
+		{"zero postgres scope bytes", []string{"-store", "postgres", "-postgres-url", "postgres://x/y", "-postgres-scope-max-bytes", "0"}},
+		{"postgres scope entries with -store redis", []string{"-store", "redis", "-postgres-scope-max-entries", "5"}},
 		{"zero buffered bytes", []string{"-max-buffered-bytes", "0"}},
 		{"negative max waiting", []string{"-max-waiting", "-1"}},
 		{"negative request timeout", []string{"-request-timeout", "-1s"}},
@@ -73,6 +77,7 @@ func TestParseFlags(t *testing.T) {
 	// defaults is the configuration of no flags; each case changes it.
 	defaults := config{addr: "127.0.0.1:8080", store: "memory", redisAddr: "127.0.0.1:6379", redisReplicaTimeout: time.Second,
 		redisScopeEntries: redisstore.DefaultScopeMaxEntries, redisScopeBytes: redisstore.DefaultScopeMaxBytes,
+		pgScopeEntries: pgstore.DefaultScopeMaxEntries, pgScopeBytes: pgstore.DefaultScopeMaxBytes,
 		ttl: server.DefaultTTL, lockTTL: server.DefaultLockTTL, maxEntries: memstore.DefaultMaxEntries,
 		maxBytes: memstore.DefaultMaxBytes, anonymous: true, maxBuffered: server.DefaultBufferedBytes,
 		maxWaiting: server.DefaultWaiting, requestTimeout: server.DefaultRequestTimeout, maxPayments: defaultMaxPayments,
@@ -92,11 +97,12 @@ func TestParseFlags(t *testing.T) {
 			"-ttl", "1h", "-lock-ttl", "5s", "-chaos", "-chaos-fail-rate", "0.1",
 			"-chaos-drop-rate", "1", "-chaos-delay-max", "1m", "-shutdown-timeout", "1s",
 			"-tokens", "/etc/idem/tokens", "-anonymous=false", "-max-buffered-bytes", "1048576", "-max-waiting", "0",
-			"-request-timeout", "0s"},
+			"-request-timeout", "0s", "-postgres-scope-max-entries", "7", "-postgres-scope-max-bytes", "8"},
 			with(func(c *config) {
 				c.addr, c.store, c.postgresURL, c.ttl, c.lockTTL = ":9000", "postgres", "postgres://localhost/idem", time.Hour, 5*time.Second
 				c.chaos, c.chaosFailRate, c.chaosDropRate, c.chaosDelayMax, c.shutdownTimeout = true, 0.1, 1, time.Minute, time.Second
 				c.tokensFile, c.anonymous, c.maxBuffered, c.maxWaiting, c.requestTimeout = "/etc/idem/tokens", false, 1<<20, 0, 0
+				c.pgScopeEntries, c.pgScopeBytes = 7, 8
 			})},
 		{"tokens: no anonymous callers by default", []string{"-tokens", "f"},
 			with(func(c *config) { c.tokensFile, c.anonymous = "f", false })},

@@ -52,7 +52,8 @@
 // for each keyed request (its body, the store before the handler, the
 // handler's context); -max-entries and -max-bytes for the memory store,
 // -redis-scope-max-entries and -redis-scope-max-bytes for each scope's share of
-// Redis, and -max-payments (100,000) for the demo's in-memory ledger (past it,
+// Redis, -postgres-scope-max-entries and -postgres-scope-max-bytes (100,000 and
+// 64 MiB) for each scope's share of PostgreSQL, and -max-payments (100,000) for the demo's in-memory ledger (past it,
 // 507). Metric attributes never come from what a caller sends (the HTTP
 // server's metrics keep no Host).
 //

@@ -184,8 +184,9 @@ func floodTokens(t *testing.T) string {
 // that a flood reaches them in a few seconds: memory's share of 4000 entries
 // (500, and past it the store's last eighth stays for the others, the
 // victim's 200 records included), Redis's
-// 1000 records a scope on a private redis-server whose maxmemory the flood
-// would otherwise fill, PostgreSQL on a schema of the test's own.
+// 1000 records a scope on a private redis-server (with a maxmemory, as in
+// production), PostgreSQL's 1000 records a scope on a schema of the test's
+// own.
 var floodStores = []struct {
 	name    string
 	args    func(t *testing.T) []string
@@ -199,8 +200,8 @@ var floodStores = []struct {
 	}, true, 4000},
 	{"postgres", func(t *testing.T) []string {
 		url, _ := demoSchema(t)
-		return []string{"-store", "postgres", "-postgres-url", url}
-	}, false, 1500},
+		return []string{"-store", "postgres", "-postgres-url", url, "-postgres-scope-max-entries", "1000"}
+	}, true, 4000},
 }
 
 // TestBinaryFloodsLeaveAnotherTenantServed: an authenticated tenant keeps at

@@ -83,7 +83,8 @@ func openBackends(ctx context.Context, cfg config, logger *slog.Logger, tel *tel
 			return nil, nil, nil, err
 		}
 		tel.observePostgres(storePostgres, pool)
-		store := pgstore.New(pool, pgstore.WithTable(table))
+		store := pgstore.New(pool, pgstore.WithTable(table),
+			pgstore.WithScopeLimits(cfg.pgScopeEntries, cfg.pgScopeBytes))
 		if err := migrate(ctx, store.Migrate); err != nil {
 			pool.Close()
 			return nil, nil, nil, fmt.Errorf("-store postgres: %w", err)

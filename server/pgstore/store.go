@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/idem/server"
@@ -106,7 +107,8 @@ func (s *Store) Table() string { return s.cfg.table }
 // context carrying the transaction (see Tx), then either inserts the record
 // and commits (keep) or rolls back (not keep, or a panic), which also undoes
 // the handler's business writes. A duplicate of a request still in progress
-// waits for the key lock up to req.Wait (at most the lock timeout) and then
+// waits for the key lock up to req.Wait (at most the lock timeout), only with
+// a turn of server.WaitTurn (the process's bound on waiting duplicates), and then
 // replays the response, runs if the first rolled back, or reports
 // OutcomeInProgress. The record expires req.TTL after it is written.
 //
@@ -184,6 +186,11 @@ func (s *Store) Do(ctx context.Context, req server.Request, run server.RunFunc) 
 			return res, nil
 		}
 		if waitStart.IsZero() {
+			done, ok := server.WaitTurn(ctx)
+			if !ok { // as many duplicates wait as the process allows: answer now
+				return res, nil
+			}
+			defer done()
 			waitStart = time.Now()
 			s.waiting.Add(1)
 			defer s.waiting.Add(-1)
@@ -478,11 +485,14 @@ func (s *Store) recordAndCommit(ctx context.Context, conn *pgx.Conn, req server.
 	case takeover:
 		write = s.sql.takeOver
 	}
-	b.Queue(write, req.Scope, req.Key, req.Fingerprint, owner, resp.Status, names, values, resp.Body, req.TTL.Microseconds())
+	b.Queue(write, req.Scope, req.Key, req.Fingerprint, owner, resp.Status, names, values, resp.Body, req.TTL)
 	b.Queue("COMMIT")
 	br := conn.SendBatch(fctx, b)
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {
+		if notClaims(err) {
+			return fmt.Errorf("record: not the claim's transaction (the handler ended it; the owner token %s is not set in this one): %w", owner, err)
+		}
 		return fmt.Errorf("record: %w", err)
 	}
 	tag, err := br.Exec()
@@ -499,6 +509,14 @@ func (s *Store) recordAndCommit(ctx context.Context, conn *pgx.Conn, req server.
 		return fmt.Errorf("commit: transaction status %q after COMMIT", st)
 	}
 	return nil
+}
+
+// notClaims reports whether err is the record's refusal of a transaction
+// that is not the claim's: the owner check of insert, takeOver and overMark
+// gives owner_token NULL there, which its NOT NULL constraint refuses.
+func notClaims(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23502" && pgErr.ColumnName == "owner_token"
 }
 
 // finishContext is the context of the statements Do runs once the handler

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -207,6 +208,8 @@ func TestDoRecordFailureIsNotRecorded(t *testing.T) {
 		name string
 		// write runs in the handler, which then answers 201 with keep.
 		write func(ctx context.Context, e env) error
+		// says is in Do's error, if set.
+		says string
 	}{
 		{"handler ignored a failed statement (transaction aborted)", func(ctx context.Context, e env) error {
 			if err := e.ledger.insert(ctx, paymentFor(ctx)); err != nil {
@@ -214,7 +217,7 @@ func TestDoRecordFailureIsNotRecorded(t *testing.T) {
 			}
 			_, _ = pgstore.Tx(ctx).Exec(ctx, "SELECT 1/0")
 			return nil
-		}},
+		}, ""},
 		{"COMMIT fails on a deferred constraint", func(ctx context.Context, e env) error {
 			tx := pgstore.Tx(ctx)
 			if _, err := tx.Exec(ctx, "CREATE TEMP TABLE d (v int UNIQUE DEFERRABLE INITIALLY DEFERRED) ON COMMIT DROP"); err != nil {
@@ -225,7 +228,7 @@ func TestDoRecordFailureIsNotRecorded(t *testing.T) {
 			}
 			_, err := tx.Exec(ctx, "INSERT INTO d VALUES (1), (1)")
 			return err
-		}},
+		}, ""},
 		{"a row of the key in the way: the record fails, COMMIT must not run", func(ctx context.Context, e env) error {
 			if err := e.ledger.insert(ctx, paymentFor(ctx)); err != nil {
 				return err
@@ -233,7 +236,7 @@ func TestDoRecordFailureIsNotRecorded(t *testing.T) {
 			_, err := pgstore.Tx(ctx).Exec(ctx, "INSERT INTO "+e.table+
 				" (scope, key, fingerprint, owner_token, state, status, expires_at) VALUES ('tenant-a', 'k', 'fp', 'someone-else', 'done', 201, now() + interval '1 hour')")
 			return err
-		}},
+		}, ""},
 		{"handler rolled back and began again: not the claim's transaction, the record is refused", func(ctx context.Context, e env) error {
 			if err := e.ledger.insert(ctx, paymentFor(ctx)); err != nil {
 				return err
@@ -246,13 +249,13 @@ func TestDoRecordFailureIsNotRecorded(t *testing.T) {
 				return err
 			}
 			return e.ledger.insert(ctx, paymentFor(ctx))
-		}},
+		}, "not the claim's transaction"},
 		{"handler rolled the transaction back", func(ctx context.Context, e env) error {
 			if err := e.ledger.insert(ctx, paymentFor(ctx)); err != nil {
 				return err
 			}
 			return pgstore.Tx(ctx).Rollback(ctx)
-		}},
+		}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -267,6 +270,9 @@ func TestDoRecordFailureIsNotRecorded(t *testing.T) {
 			})
 			if !errors.Is(err, server.ErrNotRecorded) {
 				t.Fatalf("Do = %+v, %v; want an error wrapping ErrNotRecorded", res, err)
+			}
+			if !strings.Contains(err.Error(), tt.says) {
+				t.Fatalf("Do's error %q does not say %q", err, tt.says)
 			}
 			if n := e.count(t); n != 0 {
 				t.Fatalf("%d payments; want 0: the business write must roll back with the record", n)

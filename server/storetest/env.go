@@ -40,6 +40,7 @@ type env struct {
 	srv    *httptest.Server
 	client *http.Client
 	op     string // the scenario's operation, whose effects are counted
+	lim    *server.Limits
 
 	mu          sync.Mutex
 	beforeWrite func(r *http.Request) error
@@ -51,7 +52,16 @@ type env struct {
 
 func newEnv(t *testing.T, f Fixture, opts ...server.Option) *env {
 	t.Helper()
-	e := &env{t: t, f: f, obs: newObserver(f.Store), op: "op" + randomHex(8)}
+	return newEnvLimits(t, f, server.NewLimits(), opts...)
+}
+
+// newEnvLimits is newEnv with the middleware's Limits given (by default each
+// env has Limits of its own, so that a scenario can see its duplicates take
+// their turns to wait).
+func newEnvLimits(t *testing.T, f Fixture, lim *server.Limits, opts ...server.Option) *env {
+	t.Helper()
+	e := &env{t: t, f: f, obs: newObserver(f.Store), op: "op" + randomHex(8), lim: lim}
+	opts = append([]server.Option{server.WithLimits(lim)}, opts...)
 	handler := effectHandler(f.Effects, func() hooks {
 		h := e.hooks()
 		return hooks{beforeWrite: h.beforeWrite, afterWrite: h.afterWrite, failAfterWrite: h.failAfter}

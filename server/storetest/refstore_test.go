@@ -27,6 +27,7 @@ const (
 	releasesLost  flaw = "releases-lost"  // releases a claim whose response it could not record
 	hidesWait     flaw = "hides-wait"     // waits, but never says so in Result.Waited
 	ignoresMarks  flaw = "ignores-marks"  // accepts BeginEffect's mark and forgets it
+	ignoresTurns  flaw = "ignores-turns"  // waits without a turn of server.WaitTurn
 )
 
 // refStore is a small, obviously correct in-memory Store (unless given a
@@ -82,6 +83,13 @@ func (s *refStore) Do(ctx context.Context, req server.Request, run server.RunFun
 			return report(res), err
 		}
 		if waitStart.IsZero() {
+			if s.flaw != ignoresTurns {
+				turnDone, ok := server.WaitTurn(ctx)
+				if !ok { // as many duplicates wait as the process allows
+					return report(server.Result{Outcome: server.OutcomeInProgress, RetryAfter: req.LockTTL}), nil
+				}
+				defer turnDone()
+			}
 			waitStart = time.Now()
 		}
 		stop := ctx.Done()

@@ -18,14 +18,27 @@ import (
 const earlyWindow = 100 * time.Millisecond
 
 // startDuplicate sends a duplicate of the held first request and returns once
-// the store has been asked for it, failing the scenario if the duplicate is
-// answered within earlyWindow: it must wait for the first request.
+// the store waits for the first: it holds a turn of the process's bound on
+// waiting duplicates (server.WaitTurn), and it is not answered within
+// earlyWindow after. The scenario fails if the duplicate is answered before
+// (it must wait for the first request) or never takes a turn.
 func (e *env) startDuplicate(ctx context.Context, body string, opts ...reqOpt) <-chan reply {
 	e.t.Helper()
-	before := e.obs.snapshot().calls
+	turns := e.lim.Waiting()
 	dupC := make(chan reply, 1)
 	go func() { dupC <- e.postCtx(ctx, body, opts...) }()
-	e.obs.waitUntil(e.t, "the store was asked for the duplicate", func(c counts) bool { return c.calls > before })
+	deadline := time.Now().Add(waitLimit)
+	for e.lim.Waiting() <= turns {
+		select {
+		case r := <-dupC:
+			e.t.Fatalf("duplicate answered %v while the first request was still held, want it to wait", r)
+		default:
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("timed out after %v waiting for the duplicate to take a turn to wait (server.WaitTurn)", waitLimit)
+		}
+		time.Sleep(time.Millisecond) // Limits has no notification of its own
+	}
 	select {
 	case r := <-dupC:
 		e.t.Fatalf("duplicate answered %v while the first request was still held, want it to wait", r)
@@ -244,4 +257,37 @@ func testOutcomeUnknown(t *testing.T, f Fixture) {
 		wantProblem(t, retry, http.StatusInternalServerError, server.ProblemOutcomeUnknown, "retry of an unrecorded outcome")
 		e.wantEffects(1)
 	}
+}
+
+// testWaitTurn: a duplicate waits for the first request only with a turn of
+// the process's bound on waiting duplicates (server.WaitTurn). With
+// LimitWaiting(1), the first duplicate waits; a second, while it does, is
+// answered in progress (409 with Retry-After) at once, while the first request
+// is still held, and never runs the handler. Once the first request finishes,
+// the waiter gets the replay: one effect.
+func testWaitTurn(t *testing.T, f Fixture) {
+	e := newEnvLimits(t, f, server.NewLimits(server.LimitWaiting(1)), server.WithInProgressWait(waitLimit))
+	body := e.body(4300)
+	entered, release := e.blockFirstWrite()
+	firstC := make(chan reply, 1)
+	go func() { firstC <- e.post(body, withKey("turn-1")) }()
+	entered.wait(t, "the first request to reach the business write")
+
+	waiterC := e.startDuplicate(context.Background(), body, withKey("turn-1"))
+	refusedC := make(chan reply, 1)
+	go func() { refusedC <- e.post(body, withKey("turn-1")) }()
+	refused := recv(t, refusedC, "the second duplicate, past LimitWaiting(1) (the first request is still held)")
+	wantProblem(t, refused, http.StatusConflict, server.ProblemInProgress, "duplicate with no turn to wait")
+	wantRetryAfter(t, refused, "duplicate with no turn to wait")
+	select {
+	case r := <-waiterC:
+		t.Fatalf("the duplicate with a turn answered %v while the first request was still held, want it to wait", r)
+	default:
+	}
+
+	release.open()
+	first := recv(t, firstC, "the first request")
+	wantExecuted(t, first, "first request")
+	wantReplayOf(t, recv(t, waiterC, "the duplicate that waited with a turn"), first, "duplicate that waited")
+	e.wantEffects(1)
 }

@@ -31,8 +31,9 @@
 // lock-TTL scenario waits on real time (a few hundred milliseconds), because
 // real time is what it is about, the owner-gone scenarios wait for a store
 // whose claims expire to see the owner gone (Redis: a 500 ms lease and its
-// 1 s grace), and the wait scenarios watch 100 ms for a duplicate answered
-// too early (which a correct store never is).
+// 1 s grace), and the wait scenarios, once a duplicate holds its turn to wait
+// (server.WaitTurn, which every store must call before it waits), watch 100 ms
+// for it answered too early (which a correct store never is).
 package storetest
 
 import (
@@ -98,6 +99,10 @@ const (
 	ScenarioWaitOriginalFails = "wait_original_fails"
 	ScenarioWaitClientGone    = "wait_client_gone"
 	ScenarioConcurrentWait    = "concurrent_duplicates_wait"
+	// A duplicate waits only with a turn of the process's Limits
+	// (server.WaitTurn, server.LimitWaiting); past them it is answered 409 at
+	// once.
+	ScenarioWaitTurn = "wait_takes_a_turn"
 	// A flood of waiting duplicates of one tenant leaves other tenants alone.
 	ScenarioDuplicateFlood = "duplicate_flood"
 	// A store that cannot record after the handler's effect.
@@ -139,6 +144,7 @@ var scenarios = []scenario{
 	{ScenarioWaitOriginalFails, testWaitOriginalFails},
 	{ScenarioWaitClientGone, testWaitClientGone},
 	{ScenarioConcurrentWait, testConcurrentWait},
+	{ScenarioWaitTurn, testWaitTurn},
 	{ScenarioDuplicateFlood, testDuplicateFlood},
 	{ScenarioOutcomeUnknown, testOutcomeUnknown},
 	{ScenarioDeclared5xx, testDeclared5xx},

@@ -57,6 +57,7 @@ func TestRunCatchesFlawedStores(t *testing.T) {
 		{releasesLost, []string{storetest.ScenarioOutcomeUnknown}},
 		{hidesWait, []string{storetest.ScenarioWaitLateAnswer, storetest.ScenarioWaitOriginalFails}},
 		{ignoresMarks, []string{storetest.ScenarioMarkOwnerGone}},
+		{ignoresTurns, []string{storetest.ScenarioWaitTurn}},
 	}
 	failLine := regexp.MustCompile(`--- FAIL: TestFlawedStoreHelper/([^/\s]+) `)
 	for _, c := range cases {
