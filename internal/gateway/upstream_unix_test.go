@@ -232,10 +232,15 @@ func (c *stallConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// Write frees the held-back reader once a write that began after the answer
+// was read (the next request) has written something. Whether the answer was
+// read is looked at before the write: the first request's last write may
+// return only after its answer was read, and must not free the reader.
 func (c *stallConn) Write(p []byte) (int, error) {
+	answered := c.read.Load() >= c.after
 	n, err := c.TCPConn.Write(p)
 	c.written.Add(int64(n))
-	if n > 0 && c.read.Load() >= c.after {
+	if n > 0 && answered {
 		c.free()
 	}
 	return n, err
