@@ -19,8 +19,11 @@ func runReport(t *testing.T, cfg Config) *Report {
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if rep.Sent > rep.Budget {
-		t.Errorf("sent %d requests, more than the %d announced", rep.Sent, rep.Budget)
+	if rep.Sent > rep.Budget || rep.Reads > rep.ReadBudget {
+		t.Errorf("sent %d requests and took %d effect counts, more than the %d and %d announced", rep.Sent, rep.Reads, rep.Budget, rep.ReadBudget)
+	}
+	for _, o := range Overshoots(rep) {
+		t.Errorf("past its share of the bound: %s", o)
 	}
 	return rep
 }
@@ -64,9 +67,48 @@ var issue28Rows = map[string]bool{
 	"two-key-lines": true, "replay-after": true, "retention-window": true,
 }
 
+// boundSlack is how far past its announced Time a run may end: what a
+// scenario the bound cut short takes to see its context end and return (a
+// request cancelled, a proxy closed). Generous: a loaded machine.
+const boundSlack = 5 * time.Second
+
+// wantWithinBound wants the run of cfg on s, reported in rep, to have kept to
+// the bound PlanBound announced before it: no more requests reached the
+// server, no more effect counts were taken, no longer waits, and no longer
+// a run (Config.Now counts the waits, see flawedServer.clock) than it said,
+// and each scenario within its own share.
+func wantWithinBound(t *testing.T, s *flawedServer, cfg Config, rep *Report) {
+	t.Helper()
+	b, err := PlanBound(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	received, counts, slept := int(s.received.Load()), int(s.counts.Load()), time.Duration(s.slept.Load())
+	if rep.Budget != b.Requests || rep.TimeBound != b.Time {
+		t.Errorf("the report's bound (%d requests, %s) is not the announced %+v", rep.Budget, rep.TimeBound, b)
+	}
+	if received > b.Requests || rep.Sent != received {
+		t.Errorf("the server got %d requests, the report says %d sent, %d announced", received, rep.Sent, b.Requests)
+	}
+	if counts > b.Reads || rep.Reads != counts || rep.ReadBudget != b.Reads {
+		t.Errorf("the server answered %d effect counts, the report says %d taken of %d, %d announced", counts, rep.Reads, rep.ReadBudget, b.Reads)
+	}
+	for _, o := range Overshoots(rep) {
+		t.Errorf("past its share of the bound: %s", o)
+	}
+	if slept > b.Wait {
+		t.Errorf("waited %s on purpose, %s announced", slept, b.Wait)
+	}
+	if rep.Duration > b.Time+boundSlack {
+		t.Errorf("the run took %s (its waits included), %s announced", rep.Duration, b.Time)
+	}
+}
+
 func TestFlawlessServerPassesEveryRow(t *testing.T) {
 	s := newFlawedServer(t)
-	rep := runReport(t, s.config())
+	cfg := s.config()
+	rep := runReport(t, cfg)
+	wantWithinBound(t, s, cfg, rep)
 	var ids, want []string
 	for _, row := range rep.Rows {
 		ids = append(ids, row.Method+" "+row.ID)
@@ -137,7 +179,9 @@ func TestEachFlawBreaksItsRow(t *testing.T) {
 		t.Run(string(tc.flaw), func(t *testing.T) {
 			t.Parallel()
 			s := newFlawedServer(t, tc.flaw)
-			rep := runReport(t, s.config())
+			cfg := s.config()
+			rep := runReport(t, cfg)
+			wantWithinBound(t, s, cfg, rep)
 			worst := Pass
 			for name, v := range tc.want {
 				methods := []string{"POST", "PUT"}
@@ -267,9 +311,10 @@ func TestPlanMatchesBudget(t *testing.T) {
 		t.Errorf("Plan = %d, %d; PlanBound %+v", requests, r, b)
 	}
 	rep := runReport(t, cfg)
-	if rep.Budget != b.Requests || rep.TimeBound != b.Time || rep.Sent == 0 {
-		t.Errorf("Budget %d, TimeBound %s, Sent %d; PlanBound said %+v", rep.Budget, rep.TimeBound, rep.Sent, b)
+	if rep.Sent == 0 || rep.Reads == 0 {
+		t.Errorf("sent %d requests, took %d effect counts", rep.Sent, rep.Reads)
 	}
+	wantWithinBound(t, s, cfg, rep)
 }
 
 // The wait budget decides which retention rows run: none waits past it, and
