@@ -24,6 +24,16 @@ ensure_pkg() {
 	IDEM_CI_APT_UPDATED=1
 }
 
+# ensure_cmd CMD:PKG...: installs Debian's PKG for each CMD not on the PATH (a
+# command installed another way, python3 from pyenv say, is left as it is).
+ensure_cmd() {
+	local pair pkgs=()
+	for pair in "$@"; do
+		command -v "${pair%%:*}" >/dev/null 2>&1 || pkgs+=("${pair#*:}")
+	done
+	[ "${#pkgs[@]}" -eq 0 ] || ensure_pkg "${pkgs[@]}"
+}
+
 # missing_pkgs PKG...: prints those of PKG... that are not installed.
 missing_pkgs() {
 	local pkg

@@ -302,3 +302,65 @@ func TestMigratingRequestLogHook(t *testing.T) {
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestMigratingCustomBackoff: the Backoff row. go-retryablehttp's
+// LinearJitterBackoff waits a random time between min·n and max·n before retry
+// n: a floor of min that grows; idem has no function of its own to plug in,
+// and DecorrelatedJitter, the nearest, keeps the floor of base and spreads
+// above it. A Backoff written to read Retry-After is not needed: idem waits
+// what a 503's Retry-After says, whatever its backoff.
+func TestMigratingCustomBackoff(t *testing.T) {
+	t.Parallel()
+	const base, max = 2 * time.Millisecond, 16 * time.Millisecond
+	for n := 1; n <= 5; n++ {
+		w := retryablehttp.LinearJitterBackoff(base, max, n-1, nil)
+		if w < base*time.Duration(n) || w > max*time.Duration(n) {
+			t.Errorf("LinearJitterBackoff: retry %d waits %v, want from %v to %v", n, w, base*time.Duration(n), max*time.Duration(n))
+		}
+	}
+	srv := newMigrationServer(t, 1000, http.StatusServiceUnavailable)
+	var waits []time.Duration
+	client := idem.NewClient(idem.WithMaxAttempts(6), idem.WithBackoff(base, max), idem.WithJitter(idem.DecorrelatedJitter),
+		idem.WithOnRetry(func(_ context.Context, next idem.AttemptInfo) { waits = append(waits, next.Wait) }))
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if len(waits) != 5 {
+		t.Fatalf("DecorrelatedJitter: %d retries, want 5", len(waits))
+	}
+	for i, w := range waits {
+		if w < base || w > max {
+			t.Errorf("DecorrelatedJitter: retry %d waited %v, want from base %v to max %v", i+1, w, base, max)
+		}
+	}
+
+	// A 503 with Retry-After: 1, then 200: the retry waits the second the
+	// server asked for (plus idem's spread of at most a tenth), not the
+	// millisecond of the backoff.
+	var n atomic.Int32
+	ra := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if n.Add(1) == 1 {
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(ra.Close)
+	var waited []time.Duration
+	client = idem.NewClient(idem.WithBackoff(time.Millisecond, time.Millisecond),
+		idem.WithOnRetry(func(_ context.Context, next idem.AttemptInfo) { waited = append(waited, next.Wait) }))
+	start := time.Now()
+	resp, err = client.Get(ra.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || len(waited) != 1 || waited[0] < time.Second || waited[0] >= 1100*time.Millisecond ||
+		time.Since(start) < time.Second {
+		t.Errorf("503 with Retry-After: 1: %d after %v, planned waits %v; want 200 after one wait in [1s, 1.1s)", resp.StatusCode,
+			time.Since(start), waited)
+	}
+}

@@ -16,18 +16,22 @@ import (
 	"github.com/idemkit/idem/server/memstore"
 )
 
+// answerRow is one upstream answer and what the gateway makes of it.
+type answerRow struct {
+	name     string
+	status   int
+	header   http.Header
+	dedupes  bool // -upstream-dedupes
+	recorded bool
+}
+
 // The rows of docs/CONTRACT.md's gateway table, one upstream status each:
 // recorded (the retry replays it, the upstream acted once) or released (the
-// retry is forwarded again).
+// retry is forwarded again), on each of the gateway's stores (PostgreSQL on a
+// schema of each row's own, Redis with a key of each row's own).
 func TestGatewayUpstreamAnswers(t *testing.T) {
 	t.Parallel()
-	rows := []struct {
-		name     string
-		status   int
-		header   http.Header
-		dedupes  bool // -upstream-dedupes
-		recorded bool
-	}{
+	rows := []answerRow{
 		{"200", 200, nil, false, true},
 		{"201", 201, nil, false, true},
 		{"404 not a refusal", 404, nil, false, true},
@@ -50,46 +54,66 @@ func TestGatewayUpstreamAnswers(t *testing.T) {
 		{"201, upstream dedupes", 201, nil, true, true},
 		{"422, upstream dedupes", 422, nil, true, false},
 	}
-	for _, row := range rows {
-		t.Run(row.name, func(t *testing.T) {
-			t.Parallel()
-			up := newTestUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-				for k, v := range row.header {
-					w.Header()[k] = v
-				}
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(row.status)
-				fmt.Fprintf(w, `{"status":%d}`, row.status)
+	stores := []struct {
+		name string
+		args func(t *testing.T) []string
+	}{
+		{"memory", func(*testing.T) []string { return nil }},
+		{"redis", func(t *testing.T) []string { return []string{"-store", "redis", "-redis-addr", redisAddr(t)} }},
+		{"postgres", func(t *testing.T) []string {
+			url, _ := demoSchema(t)
+			return []string{"-store", "postgres", "-postgres-url", url}
+		}},
+	}
+	for _, st := range stores {
+		for _, row := range rows {
+			t.Run(st.name+"/"+row.name, func(t *testing.T) {
+				t.Parallel()
+				upstreamAnswerRow(t, st.args(t), row)
 			})
-			var args []string
-			if row.dedupes {
-				args = append(args, "-upstream-dedupes")
-			}
-			gw := startGateway(t, up.URL, args...)
-			first := send(t, "POST", gw+"/orders", "op", "k1", `{"n":1}`, nil)
-			if first.Status != row.status || first.replayed() || first.Body != fmt.Sprintf(`{"status":%d}`, row.status) {
-				t.Fatalf("first: %d %q, want the upstream's %d", first.Status, first.Body, row.status)
-			}
-			for k := range row.header {
-				if first.Header.Get(k) != row.header.Get(k) {
-					t.Errorf("first: %s %q, want the upstream's %q", k, first.Header.Get(k), row.header.Get(k))
-				}
-			}
-			again := send(t, "POST", gw+"/orders", "op", "k1", `{"n":1}`, nil)
-			if row.recorded {
-				wantReplay(t, again, first, "retry")
-				if n := up.count("op"); n != 1 {
-					t.Errorf("the upstream acted %d times, want 1", n)
-				}
-				return
-			}
-			if again.replayed() || again.Status != row.status {
-				t.Errorf("retry: %d replayed=%v, want the upstream asked again", again.Status, again.replayed())
-			}
-			if n := up.count("op"); n != 2 {
-				t.Errorf("the upstream was asked %d times, want 2 (the key released)", n)
-			}
-		})
+		}
+	}
+}
+
+// upstreamAnswerRow is one row of TestGatewayUpstreamAnswers on the store
+// that storeArgs select.
+func upstreamAnswerRow(t *testing.T, storeArgs []string, row answerRow) {
+	key := unique("k1")
+	up := newTestUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		for k, v := range row.header {
+			w.Header()[k] = v
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(row.status)
+		fmt.Fprintf(w, `{"status":%d}`, row.status)
+	})
+	args := storeArgs
+	if row.dedupes {
+		args = append(args, "-upstream-dedupes")
+	}
+	gw := startGateway(t, up.URL, args...)
+	first := send(t, "POST", gw+"/orders", "op", key, `{"n":1}`, nil)
+	if first.Status != row.status || first.replayed() || first.Body != fmt.Sprintf(`{"status":%d}`, row.status) {
+		t.Fatalf("first: %d %q, want the upstream's %d", first.Status, first.Body, row.status)
+	}
+	for k := range row.header {
+		if first.Header.Get(k) != row.header.Get(k) {
+			t.Errorf("first: %s %q, want the upstream's %q", k, first.Header.Get(k), row.header.Get(k))
+		}
+	}
+	again := send(t, "POST", gw+"/orders", "op", key, `{"n":1}`, nil)
+	if row.recorded {
+		wantReplay(t, again, first, "retry")
+		if n := up.count("op"); n != 1 {
+			t.Errorf("the upstream acted %d times, want 1", n)
+		}
+		return
+	}
+	if again.replayed() || again.Status != row.status {
+		t.Errorf("retry: %d replayed=%v, want the upstream asked again", again.Status, again.replayed())
+	}
+	if n := up.count("op"); n != 2 {
+		t.Errorf("the upstream was asked %d times, want 2 (the key released)", n)
 	}
 }
 
