@@ -295,6 +295,9 @@ func TestStrictFailsOnEachWarnOrSkipFlaw(t *testing.T) {
 			if got := notPassing(rep); !slices.Equal(got, want) {
 				t.Errorf("not strict: rows not PASS %v, want %v", got, want)
 			}
+			if t.Failed() {
+				t.Logf("report, not strict:\n%s", reportText(rep))
+			}
 
 			cfg = newFlawedServer(t, tc.flaw).config() // a fresh server: its own clock
 			cfg.Strict = true
