@@ -118,7 +118,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Var(&headers, "H", "a header sent on every request, 'Name: value' (repeatable): credentials, Content-Type")
 	fs.Var(&other, "H2", "a header of a second principal, replacing the -H of that name for the scope row (repeatable)")
 	fs.Var(&slow, "slow-H", "a header that makes the handler slow, for the in-progress rows (repeatable), e.g. 'Chaos-Delay: 2s'")
-	fs.Var(&leaseH, "lease-H", "a header that makes the handler outlast the server's lease (lock), for the lease row (repeatable; default: the -slow-H headers), e.g. 'Chaos-Delay: 35s'")
+	fs.Var(&leaseH, "lease-H", "a header that makes the handler outlast the server's lease (lock), for the lease row (repeatable; default: the -slow-H headers), e.g. 'Chaos-Delay: 8s' for idem-server -lock-ttl 5s")
 	fs.DurationVar(&o.cfg.Lease, "lease", 0, "the longest lease (claim, lock) the server documents; the lease row is skipped when the -lease-H handler does not outlast it")
 	fs.Var(&fail, "fail-H", "a header that makes the handler answer 5xx, for the 5xx row (repeatable), e.g. 'Chaos-Fail: 500'")
 	fs.DurationVar(&o.cfg.TTL, "ttl", 0, "the server's documented key expiry, for the expiry row (it waits this long plus -ttl-margin, within -max-wait) and the retention-window row")

@@ -189,7 +189,10 @@ func TestIdemServerBinaryPassesEveryRow(t *testing.T) {
 				tc.args = []string{"-store", "postgres", "-postgres-url", postgresSchema(t, pgURL)}
 			}
 			base := startIdemServer(t, append([]string{"-ttl", ttl.String(), "-lock-ttl", lease.String()}, tc.args...)...)
-			wantEveryRowPasses(t, run(t, idemServerConfig(base, ttl, lease)))
+			c := countedConfig(idemServerConfig(base, ttl, lease))
+			rep := run(t, c.cfg)
+			wantEveryRowPasses(t, rep)
+			wantWithinBound(t, c, rep)
 		})
 	}
 }

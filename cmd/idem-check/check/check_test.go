@@ -2,9 +2,12 @@ package check
 
 import (
 	"context"
+	"encoding/xml"
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,8 +22,11 @@ func runReport(t *testing.T, cfg Config) *Report {
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if rep.Sent > rep.Budget {
-		t.Errorf("sent %d requests, more than the %d announced", rep.Sent, rep.Budget)
+	if rep.Sent > rep.Budget || rep.Reads > rep.ReadBudget {
+		t.Errorf("sent %d requests and took %d effect counts, more than the %d and %d announced", rep.Sent, rep.Reads, rep.Budget, rep.ReadBudget)
+	}
+	for _, o := range Overshoots(rep) {
+		t.Errorf("past its share of the bound: %s", o)
 	}
 	return rep
 }
@@ -64,9 +70,48 @@ var issue28Rows = map[string]bool{
 	"two-key-lines": true, "replay-after": true, "retention-window": true,
 }
 
+// boundSlack is how far past its announced Time a run may end: what a
+// scenario the bound cut short takes to see its context end and return (a
+// request cancelled, a proxy closed). Generous: a loaded machine.
+const boundSlack = 5 * time.Second
+
+// wantWithinBound wants the run of cfg on s, reported in rep, to have kept to
+// the bound PlanBound announced before it: no more requests reached the
+// server, no more effect counts were taken, no longer waits, and no longer
+// a run (Config.Now counts the waits, see flawedServer.clock) than it said,
+// (runReport wants each scenario within its own share).
+func wantWithinBound(t *testing.T, s *flawedServer, cfg Config, rep *Report) {
+	t.Helper()
+	b, err := PlanBound(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	received, counts, slept := int(s.received.Load()), int(s.counts.Load()), time.Duration(s.slept.Load())
+	if rep.Budget != b.Requests || rep.TimeBound != b.Time {
+		t.Errorf("the report's bound (%d requests, %s) is not the announced %+v", rep.Budget, rep.TimeBound, b)
+	}
+	if received > b.Requests || rep.Sent != received {
+		t.Errorf("the server got %d requests, the report says %d sent, %d announced", received, rep.Sent, b.Requests)
+	}
+	if counts > b.Reads || rep.Reads != counts || rep.ReadBudget != b.Reads {
+		t.Errorf("the server answered %d effect counts, the report says %d taken of %d, %d announced", counts, rep.Reads, rep.ReadBudget, b.Reads)
+	}
+	for _, o := range Overshoots(rep) {
+		t.Errorf("past its share of the bound: %s", o)
+	}
+	if slept > b.Wait {
+		t.Errorf("waited %s on purpose, %s announced", slept, b.Wait)
+	}
+	if rep.Duration > b.Time+boundSlack {
+		t.Errorf("the run took %s (its waits included), %s announced", rep.Duration, b.Time)
+	}
+}
+
 func TestFlawlessServerPassesEveryRow(t *testing.T) {
 	s := newFlawedServer(t)
-	rep := runReport(t, s.config())
+	cfg := s.config()
+	rep := runReport(t, cfg)
+	wantWithinBound(t, s, cfg, rep)
 	var ids, want []string
 	for _, row := range rep.Rows {
 		ids = append(ids, row.Method+" "+row.ID)
@@ -85,20 +130,53 @@ func TestFlawlessServerPassesEveryRow(t *testing.T) {
 	}
 }
 
-// Each flaw of an idempotency layer turns its rows (and only rows it can
-// explain) to FAIL, or to WARN or SKIP where the spec allows the behaviour
-// or the run cannot judge it. A row named "PUT id" is of that method only;
-// any other is wanted on both methods.
-func TestEachFlawBreaksItsRow(t *testing.T) {
+// A flawCase is a flaw of the flawed server and the verdicts it gives the
+// rows it can explain. A row named "PUT id" is of that method only; any
+// other is wanted on both methods.
+type flawCase struct {
+	flaw flaw
+	want map[string]Verdict
+	// issue28 says the flaw is one of issue 28's: only its rows catch it.
+	issue28 bool
+}
+
+// worst is the verdict of the case's rows that fails a run the soonest:
+// FAIL, else WARN, else SKIP, else PASS.
+func (tc flawCase) worst() Verdict {
+	worst := Pass
+	for _, v := range tc.want {
+		switch {
+		case v == Fail:
+			return Fail
+		case v == Warn, v == Skip && worst == Pass:
+			worst = v
+		}
+	}
+	return worst
+}
+
+// rows are the "METHOD id" of the case's rows with verdict v, sorted.
+func (tc flawCase) rows(v Verdict) []string {
+	var out []string
+	for name, w := range tc.want {
+		if w != v {
+			continue
+		}
+		if _, _, ok := strings.Cut(name, " "); ok {
+			out = append(out, name)
+			continue
+		}
+		out = append(out, "POST "+name, "PUT "+name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func flawCases() []flawCase {
 	fail := func(ids ...string) map[string]Verdict { return verdicts(Fail, ids...) }
 	invalid := fail("invalid-key-too-long", "invalid-key-blank", "invalid-key-non-ascii",
 		"invalid-key-malformed-sf", "invalid-key-two-lines", "two-key-lines")
-	tests := []struct {
-		flaw flaw
-		want map[string]Verdict
-		// issue28 says the flaw is one of issue 28's: only its rows catch it.
-		issue28 bool
-	}{
+	return []flawCase{
 		{flaw: flawMissingKey500, want: fail("missing-key")},
 		{flaw: flawKeyOptional, want: verdicts(Warn, "missing-key")},
 		{flaw: flawValidKey500, want: fail("first-execution", "quoted-key")},
@@ -127,18 +205,27 @@ func TestEachFlawBreaksItsRow(t *testing.T) {
 		{flaw: flawShortRetention, want: fail("replay-after", "retention-window"), issue28: true},
 		{flaw: flawLeaseExpires, want: fail("in-progress-lease"), issue28: true},
 		{flaw: flawFirstOfTwoLines, want: map[string]Verdict{"two-key-lines": Fail, "invalid-key-two-lines": Warn}, issue28: true},
+		// RFC 7240 §2 lets a server ignore a preference: a WARN, which
+		// fails only a strict run (TestStrictFailsOnEachWarnOrSkipFlaw).
 		{flaw: flawIgnoresPrefer, want: verdicts(Warn, "in-progress-prefer-wait"), issue28: true},
 		{flaw: flawKeyIgnoredOnPUT, want: map[string]Verdict{"PUT replay-effect": Fail, "PUT mismatch": Fail,
 			"PUT chaos-concurrent": Fail, "POST replay-effect": Pass, "POST in-progress": Pass}},
 		{flaw: flawIgnoresSlow, want: verdicts(Skip, "in-progress", "in-progress-prefer-wait", "in-progress-lease")},
 		{flaw: flawIgnoresFail, want: verdicts(Skip, "5xx-not-stored")},
 	}
-	for _, tc := range tests {
+}
+
+// Each flaw of an idempotency layer turns its rows (and only rows it can
+// explain) to FAIL, or to WARN or SKIP where the spec allows the behaviour
+// or the run cannot judge it.
+func TestEachFlawBreaksItsRow(t *testing.T) {
+	for _, tc := range flawCases() {
 		t.Run(string(tc.flaw), func(t *testing.T) {
 			t.Parallel()
 			s := newFlawedServer(t, tc.flaw)
-			rep := runReport(t, s.config())
-			worst := Pass
+			cfg := s.config()
+			rep := runReport(t, cfg)
+			wantWithinBound(t, s, cfg, rep)
 			for name, v := range tc.want {
 				methods := []string{"POST", "PUT"}
 				id := name
@@ -157,16 +244,13 @@ func TestEachFlawBreaksItsRow(t *testing.T) {
 						t.Errorf("%s %s: %s without evidence", m, id, row.Verdict)
 					}
 				}
-				if v == Fail || v == Warn && worst != Fail {
-					worst = v
-				}
 			}
 			for _, row := range rep.Rows {
 				if tc.issue28 && row.Verdict == Fail && !issue28Rows[row.ID] {
 					t.Errorf("%s %s: %s (%s): a row from before issue 28 fails this flaw", row.Method, row.ID, row.Verdict, row.Got)
 				}
 			}
-			if rep.Failed() != (worst == Fail) {
+			if rep.Failed() != (tc.worst() == Fail) {
 				t.Errorf("Failed() = %v with the rows %v", rep.Failed(), tc.want)
 			}
 			if t.Failed() {
@@ -184,32 +268,118 @@ func verdicts(v Verdict, ids ...string) map[string]Verdict {
 	return m
 }
 
-// A strict run fails on a WARN or a SKIP: a server that ignores the slow
-// and fail headers no longer passes by skipping the rows that need them.
-func TestStrictFailsOnWarnAndSkip(t *testing.T) {
-	for _, f := range []flaw{flawIgnoresSlow, flawIgnoresFail, flawNoMarker} {
-		t.Run(string(f), func(t *testing.T) {
+// A flaw that only WARNs or SKIPs (the spec allows it, or the run cannot
+// judge it) passes a run, which reports the WARN or SKIP on its rows; with
+// -strict it fails the run (the command's exit status 1 is Failed()), and
+// the rows that fail it, named in the table and in the JUnit file, are its
+// rows and no others. So a server that ignores Prefer: wait, or the slow and
+// fail headers, no longer passes a strict run.
+func TestStrictFailsOnEachWarnOrSkipFlaw(t *testing.T) {
+	n := 0
+	for _, tc := range flawCases() {
+		worst := tc.worst()
+		if worst != Warn && worst != Skip {
+			continue
+		}
+		n++
+		t.Run(string(tc.flaw), func(t *testing.T) {
 			t.Parallel()
-			s := newFlawedServer(t, f)
+			s := newFlawedServer(t, tc.flaw)
 			cfg := s.config()
-			cfg.Methods = nil
-			if rep := runReport(t, cfg); rep.Failed() {
+			rep := runReport(t, cfg)
+			if rep.Failed() {
 				t.Errorf("not strict: Failed() with %v", rep.Counts())
 			}
+			want := append(tc.rows(Warn), tc.rows(Skip)...)
+			slices.Sort(want)
+			if got := notPassing(rep); !slices.Equal(got, want) {
+				t.Errorf("not strict: rows not PASS %v, want %v", got, want)
+			}
+			if t.Failed() {
+				t.Logf("report, not strict:\n%s", reportText(rep))
+			}
+
+			cfg = newFlawedServer(t, tc.flaw).config() // a fresh server: its own clock
 			cfg.Strict = true
-			rep := runReport(t, cfg)
+			rep = runReport(t, cfg)
 			if !rep.Failed() {
-				t.Errorf("strict: not Failed() with %v", rep.Counts())
+				t.Fatalf("strict: not Failed() with %v", rep.Counts())
+			}
+			if got := notPassing(rep); !slices.Equal(got, want) {
+				t.Errorf("strict: rows not PASS %v, want %v", got, want)
+			}
+			text := reportText(rep)
+			for _, name := range want {
+				m, id, _ := strings.Cut(name, " ")
+				v := rep.RowOf(m, id).Verdict
+				if !regexp.MustCompile(`(?m)^` + string(v) + ` +` + regexp.QuoteMeta(name) + ` `).MatchString(text) {
+					t.Errorf("strict: the table has no line %s %s", v, name)
+				}
+			}
+			if !strings.Contains(text, "(strict: a WARN or a SKIP fails the run)") {
+				t.Error("strict: the table does not say a WARN or a SKIP fails the run")
 			}
 			var junit strings.Builder
 			if err := rep.WriteJUnit(&junit); err != nil {
 				t.Fatal(err)
 			}
-			if !strings.Contains(junit.String(), `failures="`) || strings.Contains(junit.String(), `failures="0"`) {
-				t.Errorf("strict JUnit without failures:\n%s", junit.String())
+			if got := junitFailures(t, junit.String()); !slices.Equal(got, want) {
+				t.Errorf("strict JUnit failures %v, want %v", got, want)
+			}
+			if t.Failed() {
+				t.Logf("report:\n%s", text)
 			}
 		})
 	}
+	if n < 8 {
+		t.Errorf("%d flaws only WARN or SKIP, want the 8 known", n)
+	}
+}
+
+// notPassing are the "METHOD id" of rep's rows that are not PASS, sorted.
+func notPassing(rep *Report) []string {
+	var out []string
+	for _, row := range rep.Rows {
+		if row.Verdict != Pass {
+			out = append(out, row.Method+" "+row.ID)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// junitFailures are the "METHOD id" of the failed test cases of a JUnit
+// file, sorted; each failure's message says the verdict behind it.
+func junitFailures(t *testing.T, doc string) []string {
+	t.Helper()
+	var suite struct {
+		Failures int `xml:"failures,attr"`
+		Cases    []struct {
+			Name      string `xml:"name,attr"`
+			Classname string `xml:"classname,attr"`
+			Failure   *struct {
+				Message string `xml:"message,attr"`
+			} `xml:"failure"`
+		} `xml:"testcase"`
+	}
+	if err := xml.Unmarshal([]byte(doc), &suite); err != nil {
+		t.Fatalf("JUnit: %v", err)
+	}
+	var out []string
+	for _, c := range suite.Cases {
+		if c.Failure == nil {
+			continue
+		}
+		if !strings.HasPrefix(c.Failure.Message, "WARN (strict): ") && !strings.HasPrefix(c.Failure.Message, "SKIP (strict): ") {
+			t.Errorf("JUnit failure of %s: message %q does not say the verdict", c.Name, c.Failure.Message)
+		}
+		out = append(out, strings.TrimPrefix(c.Classname, "idem-check ")+" "+c.Name)
+	}
+	if suite.Failures != len(out) {
+		t.Errorf("JUnit failures=%d, %d failed cases", suite.Failures, len(out))
+	}
+	slices.Sort(out)
+	return out
 }
 
 func TestRowsWithoutTheirSettingSkip(t *testing.T) {
@@ -267,9 +437,10 @@ func TestPlanMatchesBudget(t *testing.T) {
 		t.Errorf("Plan = %d, %d; PlanBound %+v", requests, r, b)
 	}
 	rep := runReport(t, cfg)
-	if rep.Budget != b.Requests || rep.TimeBound != b.Time || rep.Sent == 0 {
-		t.Errorf("Budget %d, TimeBound %s, Sent %d; PlanBound said %+v", rep.Budget, rep.TimeBound, rep.Sent, b)
+	if rep.Sent == 0 || rep.Reads == 0 {
+		t.Errorf("sent %d requests, took %d effect counts", rep.Sent, rep.Reads)
 	}
+	wantWithinBound(t, s, cfg, rep)
 }
 
 // The wait budget decides which retention rows run: none waits past it, and

@@ -49,8 +49,8 @@ type Config struct {
 	Fail http.Header
 	// LeaseSlow is added to the first request of the in-progress-lease row:
 	// a handler slower than any lease (claim, lock) the server may hold
-	// (idem-server: Chaos-Delay: 35s against its 30s -lock-ttl). Empty:
-	// Slow.
+	// (idem-server: Chaos-Delay: 8s against a -lock-ttl of 5s; the delay
+	// must also end within the server's request time-out). Empty: Slow.
 	LeaseSlow http.Header
 	// Lease is the longest lease the server documents; the lease row is
 	// skipped when the LeaseSlow handler did not outlast it. Zero: unknown.

@@ -29,7 +29,9 @@
 // a FAIL does.
 //
 // A Run sends only to Config.URL (and Effect's URL), at most the number of
-// requests PlanBound returns, and ends within its Time (the rows it had no
-// time for are skipped); a request past the bound is refused (ErrBudget).
-// Requests follow no redirect.
+// requests PlanBound returns and at most its number of effect counts, waits
+// on purpose no longer than its Wait, and ends within its Time (the rows it
+// had no time for are skipped); a request or count past the bound is refused
+// (ErrBudget). Report.Sent and Report.Reads say what it used. Requests
+// follow no redirect.
 package check

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // An Effect counts what the operation did on the server (payments made,
@@ -181,17 +182,28 @@ func (e *EffectCommand) ForOperation(id string) Effect {
 	return c
 }
 
-// Count implements Effect.
+// effectWaitDelay is how long a count whose context ended waits for the
+// command's output to close (a child of the command may hold it) before it
+// gives up on it.
+const effectWaitDelay = time.Second
+
+// Count implements Effect. It ends within effectWaitDelay of ctx's end, with
+// ctx's error: a command killed, or cut short, counts nothing.
 func (e *EffectCommand) Count(ctx context.Context) (int64, error) {
 	cmd := exec.CommandContext(ctx, e.Name, e.Args...)
+	cmd.WaitDelay = effectWaitDelay
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	text := strings.TrimSpace(string(out))
 	var exit *exec.ExitError
 	switch {
+	case ctx.Err() != nil:
+		return 0, fmt.Errorf("effect %s: %w", e, ctx.Err())
 	case err != nil && !errors.As(err, &exit):
 		return 0, fmt.Errorf("effect %s: %w", e, err)
+	case exit != nil && exit.ExitCode() < 0:
+		return 0, fmt.Errorf("effect %s: %w", e, err) // killed by a signal: no exit status to count
 	case text == "" && exit != nil:
 		return int64(exit.ExitCode()), nil
 	case text == "":

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestJSONCount(t *testing.T) {
@@ -99,5 +101,25 @@ func TestEffectCommand(t *testing.T) {
 	}
 	if _, err := (&EffectCommand{Name: "/no/such/command"}).Count(context.Background()); err == nil {
 		t.Error("a missing command counted")
+	}
+}
+
+// A count ends when its context does, even when the command leaves a child
+// holding its output open (sh killed, the pipeline's other end still
+// running): the run's time bound holds through its effect counts. Before
+// the command had a WaitDelay, Count waited for the child, 10s here.
+func TestEffectCommandEndsWithItsContext(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := (&EffectCommand{Name: "sh", Args: []string{"-c", "sleep 10 | cat"}}).Count(ctx)
+	if took := time.Since(start); took > 200*time.Millisecond+effectWaitDelay+3*time.Second {
+		t.Errorf("Count took %s after its context's 200ms", took)
+	}
+	if err == nil {
+		t.Error("no error from a count its context ended")
 	}
 }

@@ -18,8 +18,9 @@ import (
 // maxBody bounds what the check reads of a response body.
 const maxBody = 4 << 20
 
-// ErrBudget is the error of a request the check refused to send because the
-// run had already sent the number of requests it announced.
+// ErrBudget is the error of a request the check refused to send, or of an
+// effect count it refused to take, because the run had already sent (or
+// taken) the number it announced.
 var ErrBudget = errors.New("check: request budget used up")
 
 // An exchange is one request the check sent and what came back.

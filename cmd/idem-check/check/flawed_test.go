@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -76,6 +77,13 @@ type flawedServer struct {
 	holds   map[string]*hold // per key: the first request held until duplicates arrive
 	held    map[string]bool  // per key: a first request was held
 	seq     int
+
+	// received counts the requests that reached POST/PUT /op, counts the
+	// GETs of /count: what the run sent, as the server saw it.
+	received, counts atomic.Int64
+	// slept is the time the run waited on purpose (Config.Sleep): the fake
+	// clock's offset from real time, so that Config.Now counts it.
+	slept atomic.Int64
 }
 
 // A hold keeps a first request in its handler until need duplicates arrived.
@@ -117,6 +125,7 @@ func newFlawedServer(t *testing.T, flaws ...flaw) *flawedServer {
 	mux.HandleFunc("POST /op", s.op)
 	mux.HandleFunc("PUT /op", s.op)
 	mux.HandleFunc("GET /count", func(w http.ResponseWriter, r *http.Request) {
+		s.counts.Add(1)
 		s.mu.Lock()
 		n := s.effects[r.Header.Get("Authorization")+"|"+r.URL.Query().Get("ref")]
 		s.mu.Unlock()
@@ -131,6 +140,21 @@ func (s *flawedServer) advance(d time.Duration) {
 	s.mu.Lock()
 	s.now = s.now.Add(d)
 	s.mu.Unlock()
+}
+
+// sleep is the run's Config.Sleep: it moves the server's clock, and the
+// run's (clock), by d at once.
+func (s *flawedServer) sleep(_ context.Context, d time.Duration) error {
+	s.advance(d)
+	s.slept.Add(int64(d))
+	return nil
+}
+
+// clock is the run's Config.Now: real time plus the time it waited on
+// purpose, so that Report.Duration is what the run would take with real
+// waits.
+func (s *flawedServer) clock() time.Time {
+	return time.Now().Add(time.Duration(s.slept.Load()))
 }
 
 // config is a Config for every row of this server, on both its methods.
@@ -151,10 +175,8 @@ func (s *flawedServer) config() Config {
 			Header: http.Header{"Authorization": {"Bearer alice"}}},
 		Chaos:     true,
 		Transport: s.Client().Transport,
-		Sleep: func(_ context.Context, d time.Duration) error {
-			s.advance(d)
-			return nil
-		},
+		Sleep:     s.sleep,
+		Now:       s.clock,
 	}
 }
 
@@ -227,6 +249,7 @@ func (s *flawedServer) fingerprint(r *http.Request, body []byte) [32]byte {
 }
 
 func (s *flawedServer) op(w http.ResponseWriter, r *http.Request) {
+	s.received.Add(1)
 	body, _ := io.ReadAll(r.Body)
 	principal := r.Header.Get("Authorization")
 	var ref struct{ Ref string }

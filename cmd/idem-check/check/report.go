@@ -52,6 +52,10 @@ type Report struct {
 	// before the first; Sent is how many it sent.
 	Budget int `json:"budget"`
 	Sent   int `json:"sent"`
+	// ReadBudget is the most effect counts the run could take, announced
+	// with Budget; Reads is how many it took.
+	ReadBudget int `json:"read_budget"`
+	Reads      int `json:"reads"`
 	// TimeBound bounds the run's Duration, announced before it started.
 	TimeBound time.Duration `json:"time_bound_ns"`
 	// Strict says that a WARN or a SKIP fails the run as a FAIL does.
@@ -60,6 +64,8 @@ type Report struct {
 	Effect   string        `json:"effect,omitempty"`
 	Duration time.Duration `json:"duration_ns"`
 	Rows     []Row         `json:"rows"`
+
+	uses []use // what each scenario took, beside its plan (the tests read it)
 }
 
 // Failed reports whether any row failed, or, when the run was Strict, any

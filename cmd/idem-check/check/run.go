@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -24,6 +26,40 @@ type runner struct {
 	cfg     Config // Method is the one this runner checks
 	counter *countingTransport
 	client  *http.Client
+	// reads counts the effect counts taken, at most readLimit; waited the
+	// time cfg.Sleep waited (both shared by the runners of every method).
+	reads     *atomic.Int64
+	readLimit int64
+	waited    *atomic.Int64
+}
+
+// A use is what one scenario of a run took, beside what the plan gave it:
+// the run's Bound is the sum of the plans, so a scenario past its own share
+// would take another's.
+type use struct {
+	rows                    string // the scenario's first row, "METHOD id"
+	requests, reads         int
+	wait                    time.Duration
+	planRequests, planReads int
+	planWait                time.Duration
+}
+
+// over says how u went past its plan; "" when it did not.
+func (u use) over() string {
+	var past []string
+	if u.requests > u.planRequests {
+		past = append(past, fmt.Sprintf("%d requests, %d planned", u.requests, u.planRequests))
+	}
+	if u.reads > u.planReads {
+		past = append(past, fmt.Sprintf("%d effect counts, %d planned", u.reads, u.planReads))
+	}
+	if u.wait > u.planWait {
+		past = append(past, fmt.Sprintf("waited %s, %s planned", u.wait, u.planWait))
+	}
+	if len(past) == 0 {
+		return ""
+	}
+	return u.rows + ": " + strings.Join(past, "; ")
 }
 
 // A Bound is what a Run of a Config may do at most, known before it sends
@@ -115,12 +151,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		// Its own transport: no connection outlives the run.
 		defer c.Transport.(*http.Transport).CloseIdleConnections()
 	}
+	// Every wait on purpose is counted, in every method's copy of c.
+	waited := new(atomic.Int64)
+	sleep := c.Sleep
+	c.Sleep = func(ctx context.Context, d time.Duration) error {
+		waited.Add(int64(d))
+		return sleep(ctx, d)
+	}
 	list := allScenarios(&c)
 	bound := plan(&c, list)
-	r := &runner{cfg: c, counter: &countingTransport{next: c.Transport, limit: int64(bound.Requests)}}
+	r := &runner{cfg: c, counter: &countingTransport{next: c.Transport, limit: int64(bound.Requests)},
+		reads: new(atomic.Int64), readLimit: int64(bound.Reads), waited: waited}
 	r.client = &http.Client{Transport: r.counter, CheckRedirect: noRedirects}
 	rep := &Report{Method: c.Method, Methods: c.Methods, URL: c.URL, Budget: bound.Requests,
-		TimeBound: bound.Time, Strict: c.Strict}
+		ReadBudget: bound.Reads, TimeBound: bound.Time, Strict: c.Strict}
 	if c.Effect != nil {
 		rep.Effect = c.Effect.String()
 	}
@@ -131,22 +175,31 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		sent, reads, wait := r.counter.sent.Load(), r.reads.Load(), r.waited.Load()
+		var rows []Row
 		if runCtx.Err() != nil {
-			rep.Rows = append(rep.Rows, unjudged(s.run, r, bound.Time, "not run")...)
-			continue
+			rows = unjudged(s.run, r, bound.Time, "not run")
+		} else {
+			rows = s.run(runCtx, r)
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			if runCtx.Err() != nil {
+				// The bound cut the scenario short: its answers say
+				// nothing about the server.
+				rows = cutShort(rows, bound.Time)
+			}
 		}
-		rows := s.run(runCtx, r)
-		if err := ctx.Err(); err != nil {
-			return nil, err
+		u := use{requests: int(r.counter.sent.Load() - sent), reads: int(r.reads.Load() - reads),
+			wait: time.Duration(r.waited.Load() - wait), planRequests: s.requests, planReads: s.reads, planWait: s.wait}
+		if len(rows) > 0 {
+			u.rows = strings.TrimSpace(rows[0].Method + " " + rows[0].ID)
 		}
-		if runCtx.Err() != nil {
-			// The bound cut the scenario short: its answers say nothing
-			// about the server.
-			rows = cutShort(rows, bound.Time)
-		}
+		rep.uses = append(rep.uses, u)
 		rep.Rows = append(rep.Rows, rows...)
 	}
 	rep.Sent = int(r.counter.sent.Load())
+	rep.Reads = int(r.reads.Load())
 	rep.Duration = c.Now().Sub(start)
 	return rep, nil
 }
@@ -213,6 +266,13 @@ func scenarios(c *Config) []scenario {
 func (r *runner) count(ctx context.Context, id string) (n int64, ok bool, err error) {
 	if r.cfg.Effect == nil {
 		return 0, false, nil
+	}
+	if err := ctx.Err(); err != nil { // never taken: not counted
+		return 0, false, err
+	}
+	if r.reads.Add(1) > r.readLimit {
+		r.reads.Add(-1)
+		return 0, false, fmt.Errorf("%w (%d effect counts)", ErrBudget, r.readLimit)
 	}
 	n, err = forOperation(r.cfg.Effect, id).Count(ctx)
 	return n, err == nil, err

@@ -55,7 +55,7 @@ const (
 
 	srcLease = `draft-07 "Error Handling": "If the request is retried, while the original request is still being processed, the resource SHOULD reply with an HTTP 409 status code"; idem's stricter reading: for the whole of the handler's run, however long, so a lock or lease that expires under a handler still running must not let a duplicate execute`
 
-	srcPreferWait = `RFC 7240 §4.3: "the wait preference can be used to establish an upper bound on the length of time, in seconds, the client expects it will take the server to process the request once it has been received"; draft-07 "Error Handling": a retry while the original is processed gets 409; judged against how long the handler really ran after the duplicate was sent`
+	srcPreferWait = `RFC 7240 §4.3: "the wait preference can be used to establish an upper bound on the length of time, in seconds, the client expects it will take the server to process the request once it has been received"; RFC 7240 §2: behaviours "preferred by the client but ... not required for successful completion of the request", "servers are allowed to ignore stated preferences" (a wait past it is a WARN, a FAIL only with -strict); draft-07 "Error Handling": a retry while the original is processed gets 409; judged against how long the handler really ran after the duplicate was sent`
 
 	srcTwoValidLines = `idem's stricter reading: RFC 8941 §4.2 combines the lines into one value ("k1, k2"), which is no String, and draft-07 "Syntax" makes Idempotency-Key an Item; a server that picks one line silently runs the operation again when a retry carries the other`
 )
