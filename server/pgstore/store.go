@@ -331,7 +331,7 @@ func (s *Store) claim(ctx context.Context, conn *pgx.Conn, req server.Request, o
 	if err == nil && count {
 		u := scopeUsage{at: s.now()}
 		if err = br.QueryRow().Scan(&u.entries, &u.bytes); err == nil {
-			s.usage.set(req.Scope, u)
+			s.usage.Set(req.Scope, u)
 		}
 	}
 	if cerr := br.Close(); err == nil {
@@ -420,7 +420,7 @@ func (s *Store) execute(ctx context.Context, conn *pgx.Conn, tx pgx.Tx, req serv
 		return res, fmt.Errorf("pgstore: %w: %w", server.ErrNotRecorded, err)
 	}
 	if s.bounded(req.Scope) {
-		s.usage.add(req.Scope, charge(req, owner, resp))
+		addUsage(&s.usage, req.Scope, charge(req, owner, resp))
 	}
 	return res, nil
 }

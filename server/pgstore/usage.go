@@ -3,9 +3,9 @@ package pgstore
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
+	"github.com/idemkit/idem/internal/scopecache"
 	"github.com/idemkit/idem/server"
 )
 
@@ -39,10 +39,6 @@ const (
 // between counts.
 const rowOverhead = 100
 
-// maxCachedScopes bounds the usage cache: past it, an arbitrary scope is
-// dropped to make room (it is counted again at its next claim).
-const maxCachedScopes = 10_000
-
 // scopeUsage is a scope's live records in the table as this process knows
 // them: the last count, when it was made, and the records written since.
 type scopeUsage struct {
@@ -50,43 +46,17 @@ type scopeUsage struct {
 	at             time.Time
 }
 
-// usageCache holds the usage of the scopes this process served.
-type usageCache struct {
-	mu sync.Mutex
-	m  map[string]scopeUsage
-}
+// usageCache holds the usage of the scopes this process served; a scope it
+// dropped to make room (scopecache.MaxScopes) is counted again at its next
+// claim.
+type usageCache = scopecache.Cache[scopeUsage]
 
-func (c *usageCache) get(scope string) (scopeUsage, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	u, ok := c.m[scope]
-	return u, ok
-}
-
-func (c *usageCache) set(scope string, u scopeUsage) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil {
-		c.m = make(map[string]scopeUsage)
-	}
-	if _, ok := c.m[scope]; !ok && len(c.m) >= maxCachedScopes {
-		for k := range c.m {
-			delete(c.m, k)
-			break
-		}
-	}
-	c.m[scope] = u
-}
-
-// add charges one record of bytes to scope, if the cache knows it.
-func (c *usageCache) add(scope string, bytes int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if u, ok := c.m[scope]; ok {
+// addUsage charges one record of bytes to scope, if the cache knows it.
+func addUsage(c *usageCache, scope string, bytes int64) {
+	c.Update(scope, func(u *scopeUsage) {
 		u.entries++
 		u.bytes += bytes
-		c.m[scope] = u
-	}
+	})
 }
 
 // bounded reports whether scope's records are bounded: every non-empty scope
@@ -105,7 +75,7 @@ func (s *Store) countDue(scope string) bool {
 	if !s.bounded(scope) {
 		return false
 	}
-	u, ok := s.usage.get(scope)
+	u, ok := s.usage.Get(scope)
 	if !ok {
 		return true
 	}
@@ -122,7 +92,7 @@ func (s *Store) admit(req server.Request) error {
 	if !s.bounded(req.Scope) {
 		return nil
 	}
-	u, ok := s.usage.get(req.Scope)
+	u, ok := s.usage.Get(req.Scope)
 	if !ok || !s.over(u) {
 		return nil
 	}

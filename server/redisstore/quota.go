@@ -6,10 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/idemkit/idem/internal/scopecache"
 )
 
 // Defaults of WithScopeLimits: what one scope's records may take in Redis.
@@ -97,41 +98,14 @@ type scopeUsage struct {
 // served, so that a claim of a scope known to be within its share costs no
 // call: each record's charge returns the scope's usage, and only a scope
 // known to be over it is asked again (once per usageRefresh at most) before
-// it is refused. A scope not in the cache is taken as within its share.
-type usageCache struct {
-	mu sync.Mutex
-	m  map[string]scopeUsage
-}
-
-// maxCachedScopes bounds the cache: past it, an arbitrary scope is dropped to
-// make room (it is then taken as within its share until its next record).
-const maxCachedScopes = 10_000
+// it is refused. A scope not in the cache (never seen, or dropped to make
+// room: scopecache.MaxScopes) is taken as within its share until its next
+// record.
+type usageCache = scopecache.Cache[scopeUsage]
 
 // usageRefresh is how long a scope refused for being over its share is
 // refused before Redis is asked whether some of its records expired.
 const usageRefresh = time.Second
-
-func (c *usageCache) get(scope string) (scopeUsage, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	u, ok := c.m[scope]
-	return u, ok
-}
-
-func (c *usageCache) set(scope string, u scopeUsage) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil {
-		c.m = make(map[string]scopeUsage)
-	}
-	if _, ok := c.m[scope]; !ok && len(c.m) >= maxCachedScopes {
-		for k := range c.m {
-			delete(c.m, k)
-			break
-		}
-	}
-	c.m[scope] = u
-}
 
 // usageKey is the Redis key of scope's usage hash: the prefix, "u:" and the
 // hex SHA-256 of the scope; no record key has a 'u' where its scope hash
@@ -158,7 +132,7 @@ func (s *Store) admit(ctx context.Context, scope string) error {
 	if !s.bounded(scope) {
 		return nil
 	}
-	u, ok := s.usage.get(scope)
+	u, ok := s.usage.Get(scope)
 	if !ok || !s.over(u) {
 		return nil
 	}
@@ -225,6 +199,6 @@ func (s *Store) noteUsage(scope string, reply any) (scopeUsage, error) {
 		return scopeUsage{}, fmt.Errorf("redisstore: usage: unexpected reply %v", r)
 	}
 	u := scopeUsage{entries: e, bytes: b, at: time.Now()}
-	s.usage.set(scope, u)
+	s.usage.Set(scope, u)
 	return u, nil
 }
