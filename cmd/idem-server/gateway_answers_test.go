@@ -54,18 +54,7 @@ func TestGatewayUpstreamAnswers(t *testing.T) {
 		{"201, upstream dedupes", 201, nil, true, true},
 		{"422, upstream dedupes", 422, nil, true, false},
 	}
-	stores := []struct {
-		name string
-		args func(t *testing.T) []string
-	}{
-		{"memory", func(*testing.T) []string { return nil }},
-		{"redis", func(t *testing.T) []string { return []string{"-store", "redis", "-redis-addr", redisAddr(t)} }},
-		{"postgres", func(t *testing.T) []string {
-			url, _ := demoSchema(t)
-			return []string{"-store", "postgres", "-postgres-url", url}
-		}},
-	}
-	for _, st := range stores {
+	for _, st := range binaryStores {
 		for _, row := range rows {
 			t.Run(st.name+"/"+row.name, func(t *testing.T) {
 				t.Parallel()

@@ -335,17 +335,7 @@ func promtool(t *testing.T) string {
 func TestBinaryMetricsPassPromtool(t *testing.T) {
 	t.Parallel()
 	tool := promtool(t)
-	for _, st := range []struct {
-		name string
-		args func(t *testing.T) []string
-	}{
-		{"memory", func(*testing.T) []string { return nil }},
-		{"redis", func(t *testing.T) []string { return []string{"-store", "redis", "-redis-addr", redisAddr(t)} }},
-		{"postgres", func(t *testing.T) []string {
-			url, _ := demoSchema(t)
-			return []string{"-store", "postgres", "-postgres-url", url}
-		}},
-	} {
+	for _, st := range binaryStores {
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
 			p := startBinary(t, st.args(t)...)

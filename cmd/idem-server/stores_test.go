@@ -48,6 +48,21 @@ func redisAddr(t *testing.T) string {
 	return addr
 }
 
+// binaryStores are the stores a test runs idem-server on, each with the flags
+// that select it: memory, the shared Redis, and PostgreSQL on a schema of the
+// test's own (Redis's keys are the test's by its keys).
+var binaryStores = []struct {
+	name string
+	args func(t *testing.T) []string
+}{
+	{"memory", func(*testing.T) []string { return nil }},
+	{"redis", func(t *testing.T) []string { return []string{"-store", "redis", "-redis-addr", redisAddr(t)} }},
+	{"postgres", func(t *testing.T) []string {
+		url, _ := demoSchema(t)
+		return []string{"-store", "postgres", "-postgres-url", url}
+	}},
+}
+
 func unavailable(t *testing.T, what, where, env string, err error) {
 	t.Helper()
 	servicetest.Unreachable(t, "%s not reachable at %s (%v): start it, or set %s", what, where, err, env)
