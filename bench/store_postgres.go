@@ -15,14 +15,17 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	pgpayments "github.com/idemkit/idem/internal/demo/pgledger"
+	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/pgstore"
 )
 
 // pgTarget is where openPostgres connects: url, configured by the variable
 // env; name says what is reached there (PostgreSQL, PgBouncer) and baseline
-// names the rig's baseline rows.
+// names the rig's baseline rows. With floor, the rig's store is floorStore
+// on the store's table, not the store.
 type pgTarget struct {
 	url, env, name, baseline string
+	floor                    bool
 }
 
 // openPostgres connects to t.url with a pool for workers concurrent requests
@@ -69,6 +72,10 @@ func openPostgres(ctx context.Context, t pgTarget, workers int) (*StoreRig, erro
 		return nil
 	}
 	store := pgstore.New(pool, pgstore.WithTable(keys))
+	var rigStore server.Store = store
+	if t.floor {
+		rigStore = newFloorStore(pool, keys)
+	}
 	ledger, err := pgpayments.New(pool, pays)
 	if err != nil {
 		return nil, errors.Join(err, closeRig())
@@ -91,7 +98,7 @@ func openPostgres(ctx context.Context, t pgTarget, workers int) (*StoreRig, erro
 	}
 	return &StoreRig{
 		Server:       server,
-		Store:        store,
+		Store:        rigStore,
 		Ledger:       ledger,
 		Baseline:     t.baseline,
 		WrapBaseline: func(h http.Handler) http.Handler { return ownTx(pool, h) },

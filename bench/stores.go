@@ -57,6 +57,11 @@ const (
 	StoreRedisCluster  = "Redis Cluster (server/redisstore)"
 	StoreRedisSentinel = "Redis Sentinel, WAIT 1 (server/redisstore)"
 	StorePgBouncer     = "PostgreSQL through PgBouncer (server/pgstore)"
+
+	// StorePostgresFloor is not a store: the record alone, without the
+	// store's claim (floorStore), what any store that writes the response in
+	// the business write's transaction costs at least.
+	StorePostgresFloor = "PostgreSQL, the record alone (no claim: a floor, not a store)"
 )
 
 // sentinelReplicaTimeout is how long the Sentinel row's store waits for its
@@ -64,7 +69,8 @@ const (
 const sentinelReplicaTimeout = time.Second
 
 // ServerStores returns the stores section 5 measures: memory, PostgreSQL
-// (IDEM_POSTGRES_URL) and Redis (IDEM_REDIS_ADDR); and the topologies whose
+// (IDEM_POSTGRES_URL) with its floor (StorePostgresFloor) and Redis
+// (IDEM_REDIS_ADDR); and the topologies whose
 // variables are set: a Redis Cluster (IDEM_REDIS_CLUSTER_ADDRS), a Redis
 // Sentinel set with WAIT 1 (IDEM_REDIS_SENTINEL_ADDRS, IDEM_REDIS_MASTER_NAME)
 // and PostgreSQL through PgBouncer in transaction pooling mode
@@ -74,6 +80,9 @@ func ServerStores() []StoreTarget {
 		{Name: StoreMemory, Open: openMemory},
 		{Name: StorePostgres, Open: func(ctx context.Context, workers int) (*StoreRig, error) {
 			return openPostgres(ctx, pgTarget{url: servicetest.PostgresURL(), env: EnvPostgresURL, name: "PostgreSQL", baseline: BaselineOwnTx}, workers)
+		}},
+		{Name: StorePostgresFloor, Open: func(ctx context.Context, workers int) (*StoreRig, error) {
+			return openPostgres(ctx, pgTarget{url: servicetest.PostgresURL(), env: EnvPostgresURL, name: "PostgreSQL", baseline: BaselineOwnTx, floor: true}, workers)
 		}},
 		{Name: StoreRedis, Open: func(ctx context.Context, workers int) (*StoreRig, error) {
 			return openRedis(ctx, servicetest.RedisAddr(), workers)
