@@ -175,7 +175,11 @@ func TestScopeFloodLeavesOtherScopesServed(t *testing.T) {
 	if p99 > 2*time.Second {
 		t.Fatalf("the other scope's p99 is %v; want it bounded (under 2 s)", p99)
 	}
-	if refused.Load() == 0 || rows > share+8 { // at most the flood's requests in flight past the share
+	// Past the share by at most the flood's requests in flight twice over:
+	// those admitted while the process's count was just under it, and those
+	// that committed while a count was on its way back (the count, taken
+	// before them, replaces their charges): 2 × 8 − 1.
+	if refused.Load() == 0 || rows > share+15 {
 		t.Fatalf("the flood recorded %d rows, refused %d; want it stopped at its share of %d", rows, refused.Load(), share)
 	}
 }
