@@ -87,6 +87,11 @@ func (p *privatePostgres) signal(sig syscall.Signal) {
 const (
 	frozenTimeout = 3 * time.Second
 	frozenSlack   = 1500 * time.Millisecond
+	// frozenDelay is how long the handler waits after the claim, before its
+	// write: the time the test has to freeze PostgreSQL once it has seen
+	// the claim (500 ms was not always enough on a loaded machine). It is
+	// less than frozenTimeout, so the write meets the frozen server.
+	frozenDelay = 2 * time.Second
 )
 
 // TestBinaryFrozenPostgresAnswersWithinTheDeadline: PostgreSQL frozen (every
@@ -112,7 +117,7 @@ func TestBinaryFrozenPostgresAnswersWithinTheDeadline(t *testing.T) {
 	go func() {
 		req, _ := http.NewRequest(http.MethodPost, p.url+"/payments", strings.NewReader(body))
 		req.Header.Set("Idempotency-Key", "frozen-1")
-		req.Header.Set("Chaos-Delay", "500ms") // after the claim, before the business write
+		req.Header.Set("Chaos-Delay", frozenDelay.String()) // after the claim, before the business write
 		client := &http.Client{Timeout: 30 * time.Second}
 		resp, err := client.Do(req)
 		if err != nil {
@@ -124,6 +129,11 @@ func TestBinaryFrozenPostgresAnswersWithinTheDeadline(t *testing.T) {
 	}()
 	waitInTransaction(t, pg.url, app, 1) // the claim is made: the handler runs
 	pg.signal(syscall.SIGSTOP)
+	if froze := time.Since(start); froze >= frozenDelay {
+		// The handler may have written and committed before the freeze: the
+		// test would prove nothing.
+		t.Fatalf("PostgreSQL froze %v after the request, past the handler's delay of %v", froze, frozenDelay)
+	}
 	a := <-answered
 	pg.signal(syscall.SIGCONT)
 	t.Logf("frozen after the claim: %d after %v (%v)", a.code, a.after, a.err)
