@@ -27,6 +27,7 @@ func newGateway(cfg gatewayConfig, store server.Store, inj *chaos.Injector, chao
 	)
 	g, err := gateway.New(gateway.Config{
 		Upstream:         cfg.upstream,
+		UpstreamRootCAs:  cfg.upstreamRoots,
 		Protect:          cfg.protect,
 		ScopeHeader:      cfg.scopeHeader,
 		Scope:            scope,

@@ -1,9 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"crypto/x509"
+	"encoding/pem"
 	"flag"
 	"fmt"
+	"io"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -16,6 +21,8 @@ import (
 type gatewayConfig struct {
 	upstreamRaw      string
 	upstream         *url.URL // parsed -upstream; nil in the demo mode
+	upstreamCA       string
+	upstreamRoots    *x509.CertPool // read from -upstream-ca; nil: the system's
 	protect          patternList
 	scopeHeader      string
 	fingerprint      string
@@ -50,6 +57,8 @@ var fingerprints = map[string]server.Fingerprint{
 func registerGatewayFlags(fs *flag.FlagSet, g *gatewayConfig) {
 	fs.StringVar(&g.upstreamRaw, "upstream", "",
 		"serve as an idempotency gateway in front of this API (http or https URL) instead of the demo")
+	fs.StringVar(&g.upstreamCA, "upstream-ca", "",
+		"a PEM file of the CA certificates an https upstream's certificate is checked against, in place of the system's")
 	fs.Var(&g.protect, "protect", "requests the gateway protects: METHOD /path patterns in net/http ServeMux syntax, "+
 		`comma-separated or repeated (default "POST /,PATCH /": every POST and PATCH)`)
 	fs.StringVar(&g.scopeHeader, "scope-header", "",
@@ -100,6 +109,14 @@ func (g *gatewayConfig) check(fs *flag.FlagSet) error {
 	}
 	if g.upstream, err = parseUpstream(g.upstreamRaw); err != nil {
 		return err
+	}
+	if g.upstreamCA != "" {
+		if g.upstream.Scheme != "https" {
+			return usageErr("-upstream-ca needs an https:// -upstream (it is %s)", g.upstream.Redacted())
+		}
+		if g.upstreamRoots, err = readRoots(g.upstreamCA); err != nil {
+			return usageErr("-upstream-ca %v", err)
+		}
 	}
 	if len(g.protect) == 0 {
 		g.protect = append(g.protect, gateway.DefaultProtect...)
@@ -194,4 +211,48 @@ func (p *patternList) Set(v string) error {
 		*p = append(*p, s)
 	}
 	return nil
+}
+
+// maxRootsFile bounds the -upstream-ca file: a bundle of every public CA is
+// about 200 KiB.
+const maxRootsFile = 4 << 20
+
+// readRoots reads the PEM file at path into a pool. Every block in it must
+// be a certificate that parses (a private key or a typo is refused rather
+// than skipped), and there must be at least one.
+func readRoots(path string) (*x509.CertPool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxRootsFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(data) > maxRootsFile {
+		return nil, fmt.Errorf("%s: larger than %d bytes: want a PEM file of CA certificates", path, maxRootsFile)
+	}
+	pool := x509.NewCertPool()
+	for n := 1; ; n++ {
+		var block *pem.Block
+		block, data = pem.Decode(data)
+		if block == nil {
+			if len(bytes.TrimSpace(data)) > 0 {
+				return nil, fmt.Errorf("%s: not PEM after certificate %d: want a PEM file of CA certificates", path, n-1)
+			}
+			if n == 1 {
+				return nil, fmt.Errorf("%s: no PEM certificate in it", path)
+			}
+			return pool, nil
+		}
+		if block.Type != "CERTIFICATE" {
+			return nil, fmt.Errorf("%s: block %d is a %s: want CERTIFICATE blocks only", path, n, block.Type)
+		}
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("%s: certificate %d: %w", path, n, err)
+		}
+		pool.AddCert(cert)
+	}
 }

@@ -1,9 +1,18 @@
 package main
 
 import (
+	"bytes"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
+	"flag"
 	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -17,6 +26,10 @@ import (
 func TestGatewayFlagsRefused(t *testing.T) {
 	t.Parallel()
 	up := []string{"-upstream", "http://127.0.0.1:9000"}
+	ca := caFiles(t)
+	tlsUp := func(file string) []string {
+		return []string{"-upstream", "https://127.0.0.1:9000", "-upstream-ca", ca[file]}
+	}
 	bad := []struct {
 		name string
 		args []string
@@ -44,6 +57,15 @@ func TestGatewayFlagsRefused(t *testing.T) {
 		{"upstream timeout zero", append(up, "-upstream-timeout", "0s"), "-upstream-timeout"},
 		{"stored header never stored", append(up, "-stored-headers", "X-A,Set-Cookie"), "-stored-headers"},
 		{"negative response bytes", append(up, "-max-response-bytes", "-1"), "-max-response-bytes"},
+		{"CA file without -upstream", []string{"-upstream-ca", ca["good"]}, "-upstream-ca"},
+		{"CA file with an http upstream", append(up, "-upstream-ca", ca["good"]), "-upstream-ca"},
+		{"CA file missing", tlsUp("missing"), "-upstream-ca"},
+		{"CA file empty", tlsUp("empty"), "-upstream-ca"},
+		{"CA file not PEM", tlsUp("text"), "-upstream-ca"},
+		{"CA file holding a key", tlsUp("key"), "-upstream-ca"},
+		{"CA file with a broken certificate", tlsUp("broken"), "-upstream-ca"},
+		{"CA file with text after its certificate", tlsUp("trailing"), "-upstream-ca"},
+		{"CA file too large", tlsUp("huge"), "-upstream-ca"},
 	}
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {
@@ -78,9 +100,51 @@ func TestGatewayFlagsAccepted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(c.gateway.protect, patternList(gateway.DefaultProtect)) || c.gateway.upstreamTimeout != defaultUpstreamTimeout {
+	if !slices.Equal(c.gateway.protect, patternList(gateway.DefaultProtect)) || c.gateway.upstreamTimeout != defaultUpstreamTimeout ||
+		c.gateway.upstreamRoots != nil {
 		t.Errorf("defaults: %+v", c.gateway)
 	}
+	c, err = parseFlags([]string{"-upstream", "https://127.0.0.1:3000", "-upstream-ca", caFiles(t)["good"]}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.gateway.upstreamRoots == nil {
+		t.Error("-upstream-ca: no roots")
+	}
+}
+
+// caFiles writes -upstream-ca files into a directory of t's: good (two
+// certificates), and one for each way of being wrong; missing is not written.
+func caFiles(t *testing.T) map[string]string {
+	t.Helper()
+	dir := t.TempDir()
+	cert := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: testCert(t).Raw})
+	files := map[string][]byte{
+		"good":     append(append([]byte{}, cert...), cert...),
+		"empty":    nil,
+		"text":     []byte("not a certificate\n"),
+		"key":      pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: []byte{1, 2, 3}}),
+		"broken":   pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte{1, 2, 3}}),
+		"trailing": append(append([]byte{}, cert...), "junk\n"...),
+		"huge":     bytes.Repeat(cert, maxRootsFile/len(cert)+1),
+	}
+	paths := map[string]string{"missing": filepath.Join(dir, "missing.pem")}
+	for name, data := range files {
+		paths[name] = filepath.Join(dir, name+".pem")
+		if err := os.WriteFile(paths[name], data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return paths
+}
+
+// testCert returns the certificate of httptest's TLS servers (for 127.0.0.1,
+// ::1 and example.com, its own issuer).
+func testCert(t *testing.T) *x509.Certificate {
+	t.Helper()
+	srv := httptest.NewTLSServer(http.NotFoundHandler())
+	defer srv.Close()
+	return srv.Certificate()
 }
 
 // The binary exits 2 on a bad -upstream, naming it.
@@ -97,4 +161,21 @@ func TestBinaryGatewayBadUpstream(t *testing.T) {
 	if code := exitStatus(err); code != 2 || !strings.Contains(string(out), "-upstream") {
 		t.Errorf("exit %d, output %q; want 2 and a message naming -upstream", code, out)
 	}
+}
+
+// docs/gateway.md's table names every gateway flag.
+func TestGatewayDocNamesEveryFlag(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../../docs/gateway.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := flag.NewFlagSet("", flag.ContinueOnError)
+	registerGatewayFlags(fs, &gatewayConfig{})
+	fs.VisitAll(func(f *flag.Flag) {
+		// In code, whole: "`-wait`", "`-upstream URL`", "`-forward-key=false`".
+		if !regexp.MustCompile("`-" + regexp.QuoteMeta(f.Name) + "[` =]").Match(doc) {
+			t.Errorf("docs/gateway.md does not name -%s", f.Name)
+		}
+	})
 }

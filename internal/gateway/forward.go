@@ -93,8 +93,8 @@ func newForwarder(cfg Config, dial dialFunc) *forwarder {
 	f.proxy = &httputil.ReverseProxy{
 		Rewrite: f.rewrite,
 		Transport: &effectTransport{
-			reuse: upstreamTransport(dial, true),
-			fresh: upstreamTransport(dial, false),
+			reuse: upstreamTransport(dial, cfg.UpstreamRootCAs, true),
+			fresh: upstreamTransport(dial, cfg.UpstreamRootCAs, false),
 			mark:  !cfg.UpstreamDedupes,
 		},
 		ModifyResponse: f.readAnswer,

@@ -9,6 +9,7 @@
 package gateway
 
 import (
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
@@ -43,6 +44,10 @@ var DefaultProtect = []string{"POST /", "PATCH /"}
 type Config struct {
 	// Upstream is the API behind the gateway: an absolute http or https URL.
 	Upstream *url.URL
+	// UpstreamRootCAs are the certificate authorities an https upstream's
+	// certificate is checked against, in place of the system's; nil means
+	// the system's.
+	UpstreamRootCAs *x509.CertPool
 	// Protect lists the protected requests as net/http ServeMux patterns, each
 	// with a method ("POST /orders"); nil means DefaultProtect.
 	Protect []string
@@ -149,7 +154,7 @@ func newGateway(cfg Config, store server.Store, dial dialFunc) (*Gateway, error)
 		patterns:  patterns,
 		methods:   methods,
 		protected: cfg.Chaos.Wrap(server.Middleware(store, opts...)(newForwarder(cfg, dial))),
-		pass:      newPassThrough(cfg.Upstream),
+		pass:      newPassThrough(cfg.Upstream, cfg.UpstreamRootCAs),
 		ready:     health.Ready(store),
 	}, nil
 }
@@ -242,10 +247,12 @@ func (g *Gateway) passThrough(w http.ResponseWriter, r *http.Request) {
 
 // newPassThrough returns the proxy of unprotected requests: httputil's, with
 // the forwarding headers of rewriteOut, on a transport of its own that keeps
-// connections alive and speaks HTTP/2 where the upstream offers it.
-func newPassThrough(upstream *url.URL) http.Handler {
+// connections alive and speaks HTTP/2 where the upstream offers it; roots
+// (nil: the system's) check an https upstream's certificate.
+func newPassThrough(upstream *url.URL, roots *x509.CertPool) http.Handler {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.Proxy = nil // the upstream is next to the gateway: no HTTP_PROXY detour
+	setRoots(tr, roots)
 	return &httputil.ReverseProxy{
 		Rewrite:   func(pr *httputil.ProxyRequest) { rewriteOut(pr, upstream) },
 		Transport: tr,

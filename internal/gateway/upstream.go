@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
 	"net"
@@ -96,11 +97,13 @@ type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 
 // upstreamTransport returns a transport of protected requests: HTTP/1.1
 // only, no proxy, dialing with dial (nil: net/http's default dialer), on
-// connections that count what is written on them; with keepAlive, idle
-// connections are kept idleTimeout, else each request has a new one.
-func upstreamTransport(dial dialFunc, keepAlive bool) *http.Transport {
+// connections that count what is written on them, checking an https
+// upstream's certificate against roots (nil: the system's); with keepAlive,
+// idle connections are kept idleTimeout, else each request has a new one.
+func upstreamTransport(dial dialFunc, roots *x509.CertPool, keepAlive bool) *http.Transport {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.Proxy = nil // the upstream is next to the gateway: no HTTP_PROXY detour
+	setRoots(tr, roots)
 	if dial == nil {
 		dial = tr.DialContext
 	}
@@ -118,6 +121,14 @@ func upstreamTransport(dial dialFunc, keepAlive bool) *http.Transport {
 	tr.IdleConnTimeout = idleTimeout
 	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = maxIdleConns, maxIdleConns
 	return tr
+}
+
+// setRoots makes tr check a server's certificate against roots; nil leaves
+// the system's.
+func setRoots(tr *http.Transport, roots *x509.CertPool) {
+	if roots != nil {
+		tr.TLSClientConfig = &tls.Config{RootCAs: roots}
+	}
 }
 
 // reusable reports whether net/http may carry out on a kept-alive
