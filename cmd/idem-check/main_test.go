@@ -154,7 +154,7 @@ func TestExitStatusAndOutputs(t *testing.T) {
 			// 1 missing-key, 2 replay, 3 mismatch, 2×(1 field + the
 			// query), 2+2 in-progress, 1+60 lease, 2 5xx, 3 scope, 5
 			// invalid keys, 3 two-key-lines, 3 quoted.
-			if !strings.Contains(stderr, "sending at most 91 requests, all to POST "+tc.url+", within 10m0s (waiting 0s of it on purpose)") {
+			if !strings.Contains(stderr, "sending at most 213 requests, all to POST "+tc.url+", within 10m0s (waiting 0s of it on purpose)") {
 				t.Errorf("stderr does not announce the bound: %q", stderr)
 			}
 			if !strings.Contains(stdout, "VERDICT  CHECK") || !strings.Contains(stdout, "draft-07") {
@@ -230,7 +230,7 @@ func TestMethodsAndStrict(t *testing.T) {
 	srv := tinyServer(t, false)
 	args := []string{"-url", srv.URL, "-body", `{"amount":1}`, "-H", "Authorization: Bearer a", "-X", "POST,put", "-json"}
 	code, stdout, stderr := runCmd(t, args...)
-	if code != 0 || !strings.Contains(stderr, "sending at most 182 requests, all to POST,PUT "+srv.URL) {
+	if code != 0 || !strings.Contains(stderr, "sending at most 426 requests, all to POST,PUT "+srv.URL) {
 		t.Fatalf("status %d, stderr %q", code, stderr)
 	}
 	rep := decodeReport(t, "-json", []byte(stdout))

@@ -422,13 +422,14 @@ func TestPlanMatchesBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	// For each of the two methods: 1 missing-key, 2 replay, 3 mismatch, 2×(3
-	// fields + the query), 2+2 in-progress, 1+60 lease, 2 5xx, 3 scope, 5
+	// fields + the query), 2+2 in-progress, 3×(1+60) lease (three operations
+	// when duplicates overtake the slow one), 2 5xx, 3 scope, 5
 	// invalid keys, 3 two-key-lines, 3 quoted, and the retention schedule:
 	// 2 expiry, 2 replay-after, 1+13 window retries (1s, 2s, ... 2048s and
 	// 3599s, within an hour's TTL); then 2 operations of (1+2) + 4 + (1+4)
 	// in chaos mode.
-	perMethod := 1 + 2 + 3 + 8 + 4 + 61 + 2 + 3 + 5 + 3 + 3 + (2 + 2 + 14) + 2*(3+4+5)
-	reads := 3 + 2 + 2 + 2 + 2 + 3*2*2
+	perMethod := 1 + 2 + 3 + 8 + 4 + 3*61 + 2 + 3 + 5 + 3 + 3 + (2 + 2 + 14) + 2*(3+4+5)
+	reads := 3 + 2 + 2 + 3*2 + 2 + 3*2*2
 	wait := 2 * (flawedTTL + time.Second) // the expiry row's wait, the longest of each method's schedule
 	if b.Requests != 2*perMethod || b.Reads != 2*reads || b.Wait != wait || b.Time != defaultTimeAllowance+wait {
 		t.Errorf("PlanBound = %+v, want %d requests, %d reads, %s waits", b, 2*perMethod, 2*reads, wait)

@@ -84,6 +84,58 @@ type flawedServer struct {
 	// slept is the time the run waited on purpose (Config.Sleep): the fake
 	// clock's offset from real time, so that Config.Now counts it.
 	slept atomic.Int64
+
+	// overtake is how many X-Long requests are held back, before the
+	// layer, until a duplicate of their key has been answered: the
+	// duplicate overtakes them, as on a loaded machine (setOvertake).
+	// overtaken holds, per principal and key, what such a request waits
+	// for; longs counts the X-Long requests.
+	overtake  int
+	overtaken map[string]chan struct{}
+	longs     atomic.Int64
+}
+
+// setOvertake makes the next n X-Long requests wait for a duplicate.
+func (s *flawedServer) setOvertake(n int) {
+	s.mu.Lock()
+	s.overtake, s.overtaken = n, map[string]chan struct{}{}
+	s.mu.Unlock()
+}
+
+// letOvertake holds r back, if it is an X-Long request still to be
+// overtaken, until a duplicate of id has been answered (or 5 s), and
+// returns what to call once r is answered: a duplicate frees the request
+// it overtook.
+func (s *flawedServer) letOvertake(r *http.Request, id string) (answered func()) {
+	s.mu.Lock()
+	if r.Header.Get("X-Long") == "" {
+		ch := s.overtaken[id]
+		s.mu.Unlock()
+		return func() {
+			if ch != nil {
+				s.mu.Lock()
+				if s.overtaken[id] == ch {
+					delete(s.overtaken, id)
+					close(ch)
+				}
+				s.mu.Unlock()
+			}
+		}
+	}
+	s.longs.Add(1)
+	if s.overtake == 0 {
+		s.mu.Unlock()
+		return func() {}
+	}
+	s.overtake--
+	ch := make(chan struct{})
+	s.overtaken[id] = ch
+	s.mu.Unlock()
+	select {
+	case <-ch:
+	case <-time.After(5 * time.Second):
+	}
+	return func() {}
 }
 
 // A hold keeps a first request in its handler until need duplicates arrived.
@@ -276,6 +328,7 @@ func (s *flawedServer) op(w http.ResponseWriter, r *http.Request) {
 	if s.flaws[flawGlobalKeys] || s.flaws[flawGlobalNoMarker] {
 		id = key
 	}
+	defer s.letOvertake(r, id)()
 	fp := s.fingerprint(r, body)
 
 	s.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -59,5 +60,50 @@ func TestInProgressFastFirstSkips(t *testing.T) {
 				t.Fatalf("run %d, %s: %s (%s)", i, row.ID, row.Verdict, row.Got)
 			}
 		}
+	}
+}
+
+// A duplicate that reaches the handler before the lease row's slow request
+// executes first, and the slow request gets its answer replayed: that
+// operation shows nothing of a lease, and the row tries another, up to
+// leaseTries. Overtaken once, the row judges the next operation: PASS on a
+// correct server, FAIL on one whose claims expire under their handler.
+// Overtaken every time, it is a SKIP that says why, never a PASS.
+func TestLeaseRowTriesAgainWhenOvertaken(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		flaws     []flaw
+		overtake  int
+		want      Verdict
+		wantLongs int64 // slow requests received, both methods
+	}{
+		{"overtaken once", nil, 1, Pass, 3},
+		{"overtaken once, claims expire", []flaw{flawLeaseExpires}, 1, Fail, 3},
+		{"overtaken every time", nil, 2 * leaseTries, Skip, 2 * leaseTries},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newFlawedServer(t, tc.flaws...)
+			s.setOvertake(tc.overtake)
+			cfg := s.config()
+			rep := runReport(t, cfg)
+			wantWithinBound(t, s, cfg, rep)
+			for _, m := range []string{"POST", "PUT"} {
+				row := rep.RowOf(m, "in-progress-lease")
+				if row == nil {
+					t.Fatalf("no row %s in-progress-lease", m)
+				}
+				if row.Verdict != tc.want {
+					t.Errorf("%s in-progress-lease: %s (%s), want %s", m, row.Verdict, row.Got, tc.want)
+				}
+				if tc.want == Skip && !strings.Contains(row.Got, "reached the handler before the slow request") {
+					t.Errorf("%s in-progress-lease: %q does not say why it judged nothing", m, row.Got)
+				}
+			}
+			if n := s.longs.Load(); n != tc.wantLongs {
+				t.Errorf("%d slow requests reached the server, want %d", n, tc.wantLongs)
+			}
+		})
 	}
 }

@@ -242,7 +242,7 @@ func scenarios(c *Config) []scenario {
 		fieldScenario(c),
 		{requests: 2, reads: 2, run: func(ctx context.Context, r *runner) []Row { return inProgress(ctx, r, false) }},
 		{requests: 2, reads: 2, run: func(ctx context.Context, r *runner) []Row { return inProgress(ctx, r, true) }},
-		{requests: 1 + maxLeaseDuplicates, reads: 2, run: lease},
+		{requests: leaseTries * (1 + maxLeaseDuplicates), reads: leaseTries * 2, run: lease},
 		{requests: 2, run: serverError},
 		{requests: 3, run: scope},
 		{requests: len(invalidKeys), run: invalid},
