@@ -59,7 +59,8 @@ VALUES ($1, $2, $3, $4, 'done', $5, $6, $7, $8, now(), clock_timestamp() + $9::i
 // Do runs a new key's handler in a transaction and records its response
 // there, or replays the key's record if this process recorded one.
 func (f *floorStore) Do(ctx context.Context, req server.Request, run server.RunFunc) (server.Result, error) {
-	if _, ok := f.seen.Load(req.Scope + "\x00" + req.Key); ok {
+	seen := req.Scope + "\x00" + req.Key
+	if _, ok := f.seen.Load(seen); ok {
 		return f.replay(ctx, req)
 	}
 	conn, err := f.pool.Acquire(ctx)
@@ -91,7 +92,7 @@ func (f *floorStore) Do(ctx context.Context, req server.Request, run server.RunF
 	if st := conn.Conn().PgConn().TxStatus(); st != 'I' {
 		return server.Result{}, fmt.Errorf("floor: transaction status %q after COMMIT", st)
 	}
-	f.seen.Store(req.Scope+"\x00"+req.Key, struct{}{})
+	f.seen.Store(seen, struct{}{})
 	return server.Result{Outcome: server.OutcomeExecuted, Response: resp}, nil
 }
 

@@ -250,12 +250,9 @@ func (g *Gateway) passThrough(w http.ResponseWriter, r *http.Request) {
 // connections alive and speaks HTTP/2 where the upstream offers it; roots
 // (nil: the system's) check an https upstream's certificate.
 func newPassThrough(upstream *url.URL, roots *x509.CertPool) http.Handler {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.Proxy = nil // the upstream is next to the gateway: no HTTP_PROXY detour
-	setRoots(tr, roots)
 	return &httputil.ReverseProxy{
 		Rewrite:   func(pr *httputil.ProxyRequest) { rewriteOut(pr, upstream) },
-		Transport: tr,
+		Transport: baseTransport(roots),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			cause.Report(r.Context(), err)
 			problem.Write(w, problem.Details{Type: ProblemUpstreamUnreachable, Title: "Upstream unreachable",

@@ -101,9 +101,7 @@ type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 // upstream's certificate against roots (nil: the system's); with keepAlive,
 // idle connections are kept idleTimeout, else each request has a new one.
 func upstreamTransport(dial dialFunc, roots *x509.CertPool, keepAlive bool) *http.Transport {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.Proxy = nil // the upstream is next to the gateway: no HTTP_PROXY detour
-	setRoots(tr, roots)
+	tr := baseTransport(roots)
 	if dial == nil {
 		dial = tr.DialContext
 	}
@@ -123,12 +121,17 @@ func upstreamTransport(dial dialFunc, roots *x509.CertPool, keepAlive bool) *htt
 	return tr
 }
 
-// setRoots makes tr check a server's certificate against roots; nil leaves
-// the system's.
-func setRoots(tr *http.Transport, roots *x509.CertPool) {
+// baseTransport is what every transport to the upstream starts from:
+// net/http's default, without a proxy (the upstream is next to the gateway:
+// no HTTP_PROXY detour), checking an https upstream's certificate against
+// roots (nil: the system's).
+func baseTransport(roots *x509.CertPool) *http.Transport {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = nil
 	if roots != nil {
 		tr.TLSClientConfig = &tls.Config{RootCAs: roots}
 	}
+	return tr
 }
 
 // reusable reports whether net/http may carry out on a kept-alive

@@ -94,8 +94,8 @@ func leaseOnce(ctx context.Context, r *runner, row Row) (_ Row, overtaken bool) 
 
 	ran := first.elapsed().Round(10 * time.Millisecond)
 	row.Got = fmt.Sprintf("the handler ran %s; %d duplicate(s), one every %s: %s", ran, len(dups), r.cfg.LeaseStep, statusCounts(dups))
-	// Executions: distinct successful answers (a replay is the same answer).
 	overtaken = first.replayed
+	// Executions: distinct successful answers (a replay is the same answer).
 	var execs []*exchange
 	for _, ex := range append([]*exchange{first}, dups...) {
 		if !ex.is2xx() {
