@@ -238,11 +238,11 @@ func readRoots(path string) (*x509.CertPool, error) {
 		var block *pem.Block
 		block, data = pem.Decode(data)
 		if block == nil {
-			if len(bytes.TrimSpace(data)) > 0 {
+			switch {
+			case n == 1:
+				return nil, fmt.Errorf("%s: no PEM certificate in it: want a PEM file of CA certificates", path)
+			case len(bytes.TrimSpace(data)) > 0:
 				return nil, fmt.Errorf("%s: not PEM after certificate %d: want a PEM file of CA certificates", path, n-1)
-			}
-			if n == 1 {
-				return nil, fmt.Errorf("%s: no PEM certificate in it", path)
 			}
 			return pool, nil
 		}
