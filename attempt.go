@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/internal/httpfield"
+	"github.com/idemkit/idem/internal/retry"
 )
 
 // drainLimit is how much of a discarded response body is read so that its
@@ -139,4 +140,122 @@ func discard(resp *http.Response, until time.Time) {
 	}
 	_, _ = io.CopyN(io.Discard, resp.Body, drainLimit)
 	_ = resp.Body.Close()
+}
+
+// Attempt makes the attempt a and returns its outcome, judged by WithRetryIf;
+// superseded when a late attempt answered meanwhile (see retry.Driver).
+func (o *operation) Attempt(a retry.Attempt) (retry.Outcome, bool) {
+	res := o.attempt(a)
+	if res.superseded {
+		return retry.Outcome{}, true // an earlier attempt answered (see late.go)
+	}
+	o.last = res
+	return o.judged(res.outcome, a.Fresh).engine(), false
+}
+
+// attempt makes the attempt a and returns its result.
+func (o *operation) attempt(a retry.Attempt) attemptResult {
+	nextBody := o.nextBody
+	o.nextBody = nil
+	if a.Bound <= 0 {
+		resp, err := o.next.RoundTrip(o.attemptRequest(o.ctx, a, nextBody))
+		return readResponse(a.Start, resp, err)
+	}
+	// The bound is for the response headers only.
+	ctx, cancel := context.WithCancelCause(o.ctx)
+	b := &boundedAttempt{cancel: cancel, after: a.Bound, capped: a.Capped}
+	req := o.attemptRequest(ctx, a, nextBody)
+	if o.late != nil && !a.Capped {
+		// A keyed attempt goes on past WithAttemptTimeout (see late.go).
+		return o.attemptGoesOn(req, b, a.Start)
+	}
+	// A timer cancels the attempt's context if the headers are late, and is
+	// stopped when they come.
+	timer := time.AfterFunc(a.Bound, b.expire)
+	resp, err := o.next.RoundTrip(req)
+	if !timer.Stop() {
+		// The bound fired: whatever came back may be cut.
+		if resp != nil && resp.Body != nil {
+			_ = resp.Body.Close()
+		}
+		return attemptResult{outcome: outcome{err: context.Cause(ctx), timedOut: o.ctx.Err() == nil}}
+	}
+	return o.headersCame(a.Start, b, resp, err)
+}
+
+// headersCame is the result of a bounded attempt whose answer came within its
+// bound: the body of a response keeps the attempt's context until it is
+// closed; otherwise the context is released now.
+func (o *operation) headersCame(start time.Time, b *boundedAttempt, resp *http.Response, err error) attemptResult {
+	if err != nil || resp.Body == nil || resp.StatusCode == http.StatusSwitchingProtocols {
+		b.cancel(nil)
+	} else {
+		b.ReadCloser = resp.Body
+		resp.Body = b
+	}
+	return readResponse(start, resp, err)
+}
+
+// readResponse reads what the operation needs from a response: its status,
+// and the Retry-After of a 409, 429 or 503 (which, on a 429 or 503, the
+// engine makes hold the host back for every operation sharing the budget).
+func readResponse(now time.Time, resp *http.Response, err error) attemptResult {
+	if err != nil {
+		return attemptResult{outcome: outcome{err: err}}
+	}
+	r := attemptResult{outcome: outcome{status: resp.StatusCode}, resp: resp}
+	if !honoursRetryAfter(resp.StatusCode) {
+		return r
+	}
+	if v := resp.Header.Get("Retry-After"); v != "" {
+		r.retryAfter, r.hasRetryAfter = parseRetryAfter(v, now)
+	}
+	return r
+}
+
+// attemptRequest returns the request of the attempt a: a shallow copy of the
+// caller's with the attempt's context (carrying its AttemptInfo), the key
+// and Prefer headers and the attempt's body.
+func (o *operation) attemptRequest(ctx context.Context, a retry.Attempt, nextBody io.ReadCloser) *http.Request {
+	// The first attempt's context lives in the operation, which is on the
+	// heap anyway (the engine holds it as its Driver): one allocation less
+	// on every operation. Later attempts get their own, since an earlier
+	// one may still be going on (late.go).
+	actx := &o.firstCtx
+	if a.Number > 1 {
+		actx = new(attemptContext)
+	}
+	*actx = attemptContext{Context: ctx, info: o.attemptInfo(a)}
+	r := o.req.WithContext(actx)
+	if o.key != "" {
+		r.Header = keyedHeader(o.req.Header, o.header, !a.Fresh, a.Limit)
+	}
+	o.body.set(r, a.Number == 1, nextBody)
+	return r
+}
+
+// attemptGoesOn makes a keyed attempt bounded by WithAttemptTimeout (b.after):
+// the round trip runs in a goroutine, and when the bound passes first, the
+// attempt is handed to o.late to go on, and counts as timed out. When another
+// late attempt answers meanwhile, this one is handed over too, and the result
+// says so.
+func (o *operation) attemptGoesOn(req *http.Request, b *boundedAttempt, start time.Time) attemptResult {
+	done := make(chan roundTrip, 1)
+	rt := o.next
+	go func() {
+		resp, err := rt.RoundTrip(req)
+		done <- roundTrip{resp, err}
+	}()
+	timer := time.NewTimer(b.after)
+	defer timer.Stop()
+	select {
+	case r := <-done:
+		return o.headersCame(start, b, r.resp, r.err)
+	case <-timer.C:
+		o.late.goOn(done, b)
+		return attemptResult{outcome: outcome{err: &attemptTimeoutError{after: b.after}, timedOut: true}}
+	case <-o.late.won:
+		o.late.goOn(done, b)
+		return attemptResult{superseded: true}
+	}
 }

@@ -72,7 +72,8 @@ type Budget struct {
 	withdrawals int64 // retries taken in the window (sum over buckets)
 	stats       BudgetStats
 
-	holds hostHolds // hosts held back after a 429 or 503 with Retry-After (hostholds.go)
+	holds  hostHolds   // hosts held back after a 429 or 503 with Retry-After (hostholds.go)
+	bucket *retryQuota // the Transport's own kind, a bucket whose retries queue (quota.go); nil for a shared one
 }
 
 // budgetBucket is what one TTL/10 slice of time holds.

@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/idemkit/idem/internal/retry"
 )
 
 // outcome is what one attempt came to, as classify sees it: a status, or a
@@ -24,69 +26,44 @@ type outcome struct {
 	custom int8
 }
 
-// refusal says why an outcome is not retried.
-type refusal uint8
+// refusal says why an outcome is not retried (the engine's Refusal).
+type refusal = retry.Refusal
 
 const (
-	refuseNone    refusal = iota // the outcome may be retried
-	refuseFinal                  // a response whose status is final (2xx, 4xx, 501, ...)
-	refuseError                  // an error known to be permanent
-	refuseRequest                // a retryable outcome, but the request may not be repeated (unkeyed POST)
+	refuseNone    = retry.RefuseNone    // the outcome may be retried
+	refuseFinal   = retry.RefuseFinal   // a response whose status is final (2xx, 4xx, 501, ...)
+	refuseError   = retry.RefuseError   // an error known to be permanent
+	refuseRequest = retry.RefuseRequest // a retryable outcome, but the request may not be repeated (unkeyed POST)
 )
 
-// classify is the retry table of CONTRACT.md §1 as a pure function: given
-// the request's method, whether the operation is keyed, whether the attempt
-// was the first under a key generated for it (fresh), and what the attempt
-// came to, it returns why the attempt may be retried (an AttemptInfo.Reason),
-// or "" and why not. The verdict of a WithRetryIf predicate (out.custom) can
-// add a retryable outcome or refuse one; it never makes a request that may
-// not be repeated (a POST or PATCH without a key) repeat.
-func classify(method string, keyed, fresh bool, out outcome) (string, refusal) {
-	repeatable := keyed || idempotentMethod(method)
-	reason, why := tableReason(keyed, fresh, out)
-	switch {
-	case out.custom < 0:
-		if reason != "" {
-			reason, why = "", refuseFinal
-			if out.status == 0 {
-				why = refuseError
-			}
-		}
-	case out.custom > 0 && reason == "":
-		reason, why = reasonCustom, refuseNone
-	}
-	switch {
-	case reason == "":
-		return "", why
-	case !repeatable:
-		return "", refuseRequest
-	}
-	return reason, refuseNone
-}
-
-// tableReason is the table alone: why the outcome may be retried when the
-// request may be repeated, or "" and why not.
-func tableReason(keyed, fresh bool, out outcome) (string, refusal) {
-	switch {
-	case out.timedOut:
-		return reasonAttemptTimeout, refuseNone
-	case out.err != nil:
-		if classifyError(out.err) == errPermanent {
-			return "", refuseError
-		}
-		return reasonNetwork, refuseNone
-	}
+// engine returns out in the engine's words: the class of its status (or
+// whether its error is permanent), and whether its Retry-After holds the
+// host back.
+func (out outcome) engine() retry.Outcome {
+	e := retry.Outcome{Code: out.status, Err: out.err, TimedOut: out.timedOut,
+		RetryAfter: out.retryAfter, HasRetryAfter: out.hasRetryAfter, Custom: out.custom}
 	switch out.status {
+	case 0:
+		e.Permanent = out.err != nil && !out.timedOut && classifyError(out.err) == errPermanent
 	case http.StatusRequestTimeout, http.StatusTooManyRequests,
 		http.StatusInternalServerError, http.StatusBadGateway,
 		http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return reasonStatus, refuseNone
+		e.Class, e.Holds = retry.Failing, holdsHost(out.status)
 	case http.StatusConflict:
-		if keyed && !fresh {
-			return reasonInProgress, refuseNone
-		}
+		e.Class = retry.InProgress
+	default:
+		e.Class = retry.Final
 	}
-	return "", refuseFinal
+	return e
+}
+
+// classify is the retry table of CONTRACT.md §1 for an HTTP request: given
+// the request's method, whether the operation is keyed, whether the attempt
+// was the first under a key generated for it (fresh), and what the attempt
+// came to, it returns why the attempt may be retried (an AttemptInfo.Reason),
+// or "" and why not (see retry.Classify, which holds the rules).
+func classify(method string, keyed, fresh bool, out outcome) (string, refusal) {
+	return retry.Classify(idempotentMethod(method), keyed, fresh, out.engine())
 }
 
 // idempotentMethod reports whether RFC 9110 makes method idempotent ("" is GET).

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+
+	"github.com/idemkit/idem/internal/retry"
 )
 
 // Causes of an *Error. Match them with errors.Is.
@@ -14,7 +16,7 @@ var (
 	// message then names the cap; the error does not match
 	// context.DeadlineExceeded, since the caller's context is fine) or the
 	// context's deadline.
-	ErrExhausted = errors.New("idem: retries exhausted")
+	ErrExhausted = retry.ErrExhausted
 	// ErrBudgetExhausted means the retry budget (WithRetryBudget) refused the
 	// retry, or the default retry quota paid for none of the operation's
 	// remaining turns (WithMaxAttempts, the cap), or the budget holds the host back
@@ -23,11 +25,11 @@ var (
 	// says which, and the Report's Stop is "budget" or "host-hold" (or
 	// "deadline", and Timeout reports true, when the cap or the deadline came
 	// while the quota was paying for no turn).
-	ErrBudgetExhausted = errors.New("idem: retry budget exhausted")
+	ErrBudgetExhausted = retry.ErrBudgetExhausted
 	// ErrBodyNotReplayable means a retry was wanted but the request body could
 	// not be sent again (no GetBody and larger than WithBodyBufferLimit, or
 	// GetBody failed).
-	ErrBodyNotReplayable = errors.New("idem: request body cannot be replayed")
+	ErrBodyNotReplayable = retry.ErrBodyNotReplayable
 	// ErrInvalidKey means the request's key (from its header, its context or the
 	// key generator) is empty, longer than 255 characters, not visible ASCII, or
 	// a malformed Structured Field string (the grammar the idem server reads),
@@ -127,15 +129,3 @@ func (e *Error) Unwrap() []error {
 	}
 	return nil
 }
-
-// wrapError is a sentinel cause with the error that led to it.
-type wrapError struct {
-	sentinel error
-	err      error
-}
-
-func (e *wrapError) Error() string {
-	return e.sentinel.Error() + ": " + e.err.Error()
-}
-
-func (e *wrapError) Unwrap() []error { return []error{e.sentinel, e.err} }

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/idemkit/idem/internal/retry"
 )
 
 // fakeStep is what fakeRT does for one attempt.
@@ -212,4 +214,14 @@ func waitFor[T any](t testing.TB, ch <-chan T, what string, args ...any) T {
 func keyOf(resp *http.Response) string {
 	a, _ := AttemptFromContext(resp.Request.Context())
 	return a.Key
+}
+
+// The engine's names the tests of the HTTP driver use.
+const pollInterval = retry.PollInterval
+
+var spread = retry.Spread
+
+// retryQuota returns the bucket of the Transport's own budget.
+func (t *Transport) retryQuota(cfg *config) *retryQuota {
+	return t.limit(cfg).(budgetLimit).b.bucket
 }

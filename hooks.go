@@ -3,6 +3,8 @@ package idem
 import (
 	"context"
 	"time"
+
+	"github.com/idemkit/idem/internal/retry"
 )
 
 // AttemptInfo describes one attempt of an operation. The request that the
@@ -45,11 +47,11 @@ type AttemptInfo struct {
 
 // Reasons for a retry: the values of AttemptInfo.Reason.
 const (
-	reasonNetwork        = "network"
-	reasonAttemptTimeout = "attempt-timeout"
-	reasonStatus         = "status"
-	reasonInProgress     = "in-progress"
-	reasonCustom         = "custom"
+	reasonNetwork        = retry.ReasonNetwork
+	reasonAttemptTimeout = retry.ReasonAttemptTimeout
+	reasonStatus         = retry.ReasonStatus
+	reasonInProgress     = retry.ReasonInProgress
+	reasonCustom         = retry.ReasonCustom
 )
 
 // attemptCtxKey is the context key under which an attempt's request carries
@@ -135,13 +137,13 @@ type Report struct {
 
 // Reasons for the end of an operation: the values of Report.Stop.
 const (
-	stopSuccess      = "success"
-	stopFinalStatus  = "final-status"
-	stopNotRetryable = "not-retryable"
-	stopExhausted    = "exhausted"
-	stopDeadline     = "deadline"
-	stopCanceled     = "canceled"
-	stopBudget       = "budget"
-	stopHostHold     = "host-hold"
-	stopInvalidKey   = "invalid-key"
+	stopSuccess      = retry.StopSuccess
+	stopFinalStatus  = retry.StopFinalStatus
+	stopNotRetryable = retry.StopNotRetryable
+	stopExhausted    = retry.StopExhausted
+	stopDeadline     = retry.StopDeadline
+	stopCanceled     = retry.StopCanceled
+	stopBudget       = retry.StopBudget
+	stopHostHold     = retry.StopHostHold
+	stopInvalidKey   = retry.StopInvalidKey
 )

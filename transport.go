@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"sync/atomic"
+
+	"github.com/idemkit/idem/internal/retry"
 )
 
 // Transport is an http.RoundTripper that retries what is safe to retry: it
@@ -29,7 +31,7 @@ type Transport struct {
 
 	rand func() float64 // uniform in [0, 1); nil: math/rand/v2. A test hook.
 
-	quota atomic.Pointer[retryQuota] // the default retry quota, made on first use
+	own atomic.Pointer[Budget] // the Transport's own budget, made on first use (see limit.go)
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -59,17 +61,21 @@ func (t *Transport) policy() *config {
 	return t.cfg
 }
 
-// retryQuota returns the Transport's default retry quota, or nil when cfg
-// has a Budget (or WithRetryBudget(nil) turned every limit off).
-func (t *Transport) retryQuota(cfg *config) *retryQuota {
+// limit returns what the Transport's retries are paid from: the Budget
+// WithRetryBudget gave (none at all for WithRetryBudget(nil)), or else the
+// Transport's own budget.
+func (t *Transport) limit(cfg *config) retry.Limit {
 	if cfg.budgetSet {
-		return nil
+		if cfg.budget == nil {
+			return retry.NoLimit
+		}
+		return budgetLimit{cfg.budget}
 	}
-	if q := t.quota.Load(); q != nil {
-		return q
+	if b := t.own.Load(); b != nil {
+		return budgetLimit{b}
 	}
-	t.quota.CompareAndSwap(nil, newRetryQuota())
-	return t.quota.Load()
+	t.own.CompareAndSwap(nil, newTransportBudget())
+	return budgetLimit{t.own.Load()}
 }
 
 // transport returns the RoundTripper that sends attempts.
@@ -125,9 +131,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, e
 	}
-	o := newOperation(t.transport(), t.random(), t.retryQuota(cfg), cfg, req, key, header, generated)
-	resp, err := o.settle(o.run())
-	o.settleQuota(resp)
+	o := newOperation(t.transport(), cfg, req, key, header, generated)
+	resp, err := o.settle(o.run(t.limit(cfg), t.random()))
+	o.settleLimit(resp)
 	if len(cfg.onDone) > 0 {
 		cfg.done(req, o.report(resp, err))
 	}

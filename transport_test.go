@@ -1,6 +1,8 @@
 package idem
 
 import (
+	"github.com/idemkit/idem/internal/retry"
+
 	"bytes"
 	"context"
 	"errors"
@@ -433,7 +435,7 @@ func TestInnerErrorMessages(t *testing.T) {
 		{&keyError{source: "header", reason: "empty"}, "idem: invalid idempotency key from the header: empty"},
 		{&attemptTimeoutError{after: 2e9}, "idem: attempt timed out after 2s"},
 		{&attemptTimeoutError{after: 1e9, capped: true}, "idem: attempt cut after 1s by the WithMaxElapsed cap"},
-		{&wrapError{sentinel: ErrBodyNotReplayable, err: io.EOF}, "idem: request body cannot be replayed: EOF"},
+		{&retry.WrapError{Sentinel: ErrBodyNotReplayable, Err: io.EOF}, "idem: request body cannot be replayed: EOF"},
 	}
 	for _, tt := range tests {
 		if got := tt.err.Error(); got != tt.want {
