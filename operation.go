@@ -27,9 +27,9 @@ type operation struct {
 	newKey bool   // key was generated for this operation: no server can have it in progress yet
 	body   replayBody
 
-	nextBody io.ReadCloser // the body of the next attempt, from GetBody
-	last     attemptResult // the latest attempt's
-	late     *lateAttempts // keyed attempts going on past WithAttemptTimeout; nil when none may
+	nextBody io.ReadCloser  // the body of the next attempt, from GetBody
+	last     attemptResult  // the latest attempt's
+	late     *lateAttempts  // keyed attempts going on past WithAttemptTimeout; nil when none may
 	firstCtx attemptContext // the first attempt's context (see attemptRequest)
 }
 
