@@ -48,10 +48,9 @@ func (o *operation) run(limit retry.Limit, rnd func() float64) (*http.Response, 
 	cfg := o.cfg
 	keyed := o.key != ""
 	plan := retry.Plan{
-		Start: time.Now(),
-		Bounds: retry.Bounds{MaxAttempts: cfg.maxAttempts, MaxElapsed: cfg.maxElapsed,
-			MaxRetryAfter: cfg.maxRetryAfter, AttemptTimeout: cfg.attemptTimeout},
-		Backoff: retry.Backoff{Jitter: cfg.jitter.kind(), Base: cfg.base, Max: cfg.max},
+		Start:   time.Now(),
+		Bounds:  cfg.bounds,
+		Backoff: cfg.backoff,
 		Request: retry.Request{Keyed: keyed, FreshKey: o.newKey, Repeatable: idempotentMethod(o.req.Method)},
 		Limit:   limit,
 		Host:    o.req.URL.Host,
@@ -60,7 +59,7 @@ func (o *operation) run(limit retry.Limit, rnd func() float64) (*http.Response, 
 	if cfg.logger != nil {
 		plan.Logger, plan.LogAttrs = cfg.logger, o.logAttrs
 	}
-	mayRetry := cfg.maxAttempts > 1 && (keyed || plan.Request.Repeatable)
+	mayRetry := cfg.bounds.MaxAttempts > 1 && (keyed || plan.Request.Repeatable)
 
 	// Read a body without GetBody into memory, so that it can be sent again.
 	var err error
@@ -71,7 +70,7 @@ func (o *operation) run(limit retry.Limit, rnd func() float64) (*http.Response, 
 		return o.end(o.op.End(retry.Decision{Stop: retry.ContextStop(o.ctx, stopNotRetryable),
 			Cause: err, Detail: "reading the request body"}))
 	}
-	if keyed && mayRetry && cfg.attemptTimeout > 0 && o.body.replayable() {
+	if keyed && mayRetry && cfg.bounds.AttemptTimeout > 0 && o.body.replayable() {
 		o.late = newLateAttempts(finalAnswer(cfg, o.req.Method))
 	}
 	return o.end(o.op.Run())

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/idemkit/idem/internal/retry"
 )
 
 // An Option configures a Transport made by NewTransport or NewClient. Options
@@ -18,35 +20,27 @@ type Option func(*config)
 
 // config is the immutable policy of a Transport.
 type config struct {
-	maxAttempts    int
-	base, max      time.Duration
-	jitter         Jitter
-	maxElapsed     time.Duration
-	attemptTimeout time.Duration // 0: none
-	maxRetryAfter  time.Duration
-	autoKeys       bool
-	keyGen         func() string
-	quotedKeys     bool // write keys as Structured Field strings
-	budget         *Budget
-	budgetSet      bool // WithRetryBudget was given: no default retry quota
-	onRetry        func(context.Context, AttemptInfo)
-	onDone         []func(context.Context, Report)
-	retryIf        func(resp *http.Response, err error, retryable bool) bool
-	bodyLimit      int64
-	logger         *slog.Logger
+	bounds     retry.Bounds  // WithMaxAttempts, WithMaxElapsed, WithMaxRetryAfter, WithAttemptTimeout
+	backoff    retry.Backoff // WithBackoff, WithJitter
+	autoKeys   bool
+	keyGen     func() string
+	quotedKeys bool // write keys as Structured Field strings
+	budget     *Budget
+	budgetSet  bool // WithRetryBudget was given: no default retry quota
+	onRetry    func(context.Context, AttemptInfo)
+	onDone     []func(context.Context, Report)
+	retryIf    func(resp *http.Response, err error, retryable bool) bool
+	bodyLimit  int64
+	logger     *slog.Logger
 }
 
 func defaultConfig() config {
 	return config{
-		maxAttempts:   7,
-		base:          300 * time.Millisecond,
-		max:           10 * time.Second,
-		jitter:        FullJitter,
-		maxElapsed:    30 * time.Second,
-		maxRetryAfter: 30 * time.Second,
-		autoKeys:      true,
-		keyGen:        uuid.NewString,
-		bodyLimit:     1 << 20, // 1 MiB
+		bounds:    retry.Bounds{MaxAttempts: 7, MaxElapsed: 30 * time.Second, MaxRetryAfter: 30 * time.Second},
+		backoff:   retry.Backoff{Jitter: FullJitter.kind(), Base: 300 * time.Millisecond, Max: 10 * time.Second},
+		autoKeys:  true,
+		keyGen:    uuid.NewString,
+		bodyLimit: 1 << 20, // 1 MiB
 	}
 }
 
@@ -65,7 +59,7 @@ func WithMaxAttempts(n int) Option {
 	if n < 1 {
 		badArg(fmt.Sprintf("WithMaxAttempts(%d)", n), "n >= 1")
 	}
-	return func(c *config) { c.maxAttempts = n }
+	return func(c *config) { c.bounds.MaxAttempts = n }
 }
 
 // WithBackoff sets the exponential backoff: the wait before retry n+1 is drawn
@@ -78,7 +72,7 @@ func WithBackoff(base, max time.Duration) Option {
 	if base > max {
 		badArg(fmt.Sprintf("WithBackoff(%v, %v)", base, max), "base <= max")
 	}
-	return func(c *config) { c.base, c.max = base, max }
+	return func(c *config) { c.backoff.Base, c.backoff.Max = base, max }
 }
 
 // WithJitter selects how backoff waits are randomised (default FullJitter). It
@@ -87,7 +81,7 @@ func WithJitter(j Jitter) Option {
 	if !j.valid() {
 		badArg(fmt.Sprintf("WithJitter(%d)", int(j)), "one of the Jitter constants")
 	}
-	return func(c *config) { c.jitter = j }
+	return func(c *config) { c.backoff.Jitter = j.kind() }
 }
 
 // WithMaxElapsed caps the time one operation may spend retrying (default 30s),
@@ -100,7 +94,7 @@ func WithMaxElapsed(d time.Duration) Option {
 	if d <= 0 {
 		badArg(fmt.Sprintf("WithMaxElapsed(%v)", d), "a positive duration")
 	}
-	return func(c *config) { c.maxElapsed = d }
+	return func(c *config) { c.bounds.MaxElapsed = d }
 }
 
 // WithAttemptTimeout bounds each attempt until its response headers arrive
@@ -116,7 +110,7 @@ func WithAttemptTimeout(d time.Duration) Option {
 	if d < 0 {
 		badArg(fmt.Sprintf("WithAttemptTimeout(%v)", d), "a duration >= 0")
 	}
-	return func(c *config) { c.attemptTimeout = d }
+	return func(c *config) { c.bounds.AttemptTimeout = d }
 }
 
 // WithMaxRetryAfter sets the longest Retry-After the Transport waits for
@@ -127,7 +121,7 @@ func WithMaxRetryAfter(d time.Duration) Option {
 	if d < 0 {
 		badArg(fmt.Sprintf("WithMaxRetryAfter(%v)", d), "a duration >= 0")
 	}
-	return func(c *config) { c.maxRetryAfter = d }
+	return func(c *config) { c.bounds.MaxRetryAfter = d }
 }
 
 // WithAutoKeys turns the generation of an Idempotency-Key for POST and PATCH

@@ -56,13 +56,13 @@ func TestDefaults(t *testing.T) {
 		t.Error("nil next is not http.DefaultTransport")
 	}
 	c := tr.cfg
-	if zero := new(Transport).policy(); zero.maxAttempts != c.maxAttempts || zero.maxElapsed != c.maxElapsed ||
-		zero.base != c.base || zero.max != c.max || !zero.autoKeys || zero.bodyLimit != c.bodyLimit {
+	if zero := new(Transport).policy(); zero.bounds.MaxAttempts != c.bounds.MaxAttempts || zero.bounds.MaxElapsed != c.bounds.MaxElapsed ||
+		zero.backoff.Base != c.backoff.Base || zero.backoff.Max != c.backoff.Max || !zero.autoKeys || zero.bodyLimit != c.bodyLimit {
 		t.Errorf("a zero Transport's policy %+v is not NewTransport(nil)'s", zero)
 	}
-	if c.maxAttempts != 7 || c.base != 300*time.Millisecond || c.max != 10*time.Second ||
-		c.jitter != FullJitter || c.maxElapsed != 30*time.Second || c.attemptTimeout != 0 ||
-		c.maxRetryAfter != 30*time.Second || !c.autoKeys || c.quotedKeys ||
+	if c.bounds.MaxAttempts != 7 || c.backoff.Base != 300*time.Millisecond || c.backoff.Max != 10*time.Second ||
+		c.backoff.Jitter != FullJitter.kind() || c.bounds.MaxElapsed != 30*time.Second || c.bounds.AttemptTimeout != 0 ||
+		c.bounds.MaxRetryAfter != 30*time.Second || !c.autoKeys || c.quotedKeys ||
 		c.budget != nil || c.budgetSet || c.onRetry != nil || c.retryIf != nil || c.bodyLimit != 1<<20 || c.logger != nil {
 		t.Errorf("defaults: %+v", c)
 	}
@@ -78,7 +78,7 @@ func TestNewClient(t *testing.T) {
 	if !ok {
 		t.Fatalf("Transport is %T", c.Transport)
 	}
-	if tr.cfg.maxAttempts != 2 || tr.transport() != http.DefaultTransport {
+	if tr.cfg.bounds.MaxAttempts != 2 || tr.transport() != http.DefaultTransport {
 		t.Errorf("NewClient transport: %+v", tr.cfg)
 	}
 }
