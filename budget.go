@@ -32,8 +32,17 @@ const (
 	budgetBuckets = 10
 )
 
-// Budget limits retries to a fraction of first attempts, so that a failing
-// dependency receives at most about (1+Ratio) times its normal load instead of
+// Budget is what retries are paid from, so that a failing dependency receives
+// a bounded multiple of its normal load instead of MaxAttempts times it. Every
+// Transport has one: a budget of its own, unless WithRetryBudget gives it a
+// shared one (or, with nil, none). The Transport's own is a bucket on the AWS
+// SDK's numbers that answers and time refill, and a retry it cannot pay for
+// waits for its turn (see WithRetryBudget); it is the Transport's alone and
+// holds no host back. The rest of this comment is about a shared Budget.
+//
+// A shared Budget limits retries to a fraction of first attempts, so that a
+// failing dependency receives at most about (1+Ratio) times its normal load
+// instead of
 // MaxAttempts times. It is the retry budget of Google's SRE book and of Finagle
 // (RetryBudget), and the same idea as gRPC's retry throttling.
 //

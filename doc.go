@@ -17,7 +17,7 @@
 // back as it is; WithRetryIf changes that table, never so that a POST or
 // PATCH without a key is repeated. Waits follow a full-jitter backoff and the
 // server's Retry-After; every operation is capped by WithMaxElapsed and the
-// context's deadline; a retry quota (or a shared Budget) keeps a failing
+// context's deadline; a retry budget (each Transport's own, or a shared Budget) keeps a failing
 // dependency from receiving a multiple of its load.
 //
 // When the operation ends on an HTTP response, RoundTrip returns it, body

@@ -18,13 +18,13 @@ var (
 	// context's deadline.
 	ErrExhausted = retry.ErrExhausted
 	// ErrBudgetExhausted means the retry budget (WithRetryBudget) refused the
-	// retry, or the default retry quota paid for none of the operation's
+	// retry, or the Transport's own budget paid for none of the operation's
 	// remaining turns (WithMaxAttempts, the cap), or the budget holds the host back
 	// (after a 429 or 503 with Retry-After) until a time past WithMaxElapsed or
 	// the context's deadline, so that no attempt could be made; the message
 	// says which, and the Report's Stop is "budget" or "host-hold" (or
 	// "deadline", and Timeout reports true, when the cap or the deadline came
-	// while the quota was paying for no turn).
+	// while the Transport's own budget was paying for no turn).
 	ErrBudgetExhausted = retry.ErrBudgetExhausted
 	// ErrBodyNotReplayable means a retry was wanted but the request body could
 	// not be sent again (no GetBody and larger than WithBodyBufferLimit, or

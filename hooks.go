@@ -96,7 +96,7 @@ type Report struct {
 	Attempts int
 	// Polls is how many of those attempts polled after a keyed 409.
 	Polls int
-	// Skipped is how many retry turns the default retry quota could not pay
+	// Skipped is how many retry turns the Transport's own budget could not pay
 	// for: they were waited out and nothing was sent. They count against
 	// WithMaxAttempts but are not in Attempts.
 	Skipped int
@@ -122,13 +122,13 @@ type Report struct {
 	//	"deadline"       the next wait or attempt would pass the WithMaxElapsed
 	//	                 cap or the context's deadline, or one of them passed
 	//	"canceled"       the caller's context was cancelled
-	//	"budget"         the retry budget refused a retry, or the default
-	//	                 retry quota paid for none of the turns left
+	//	"budget"         a shared Budget refused a retry, or the Transport's
+	//	                 own budget paid for none of the turns left
 	//	"host-hold"      the host is held back past the deadline
 	//	"invalid-key"    the key is not valid; nothing was sent
 	Stop string
 	// BudgetRefused reports whether the retry budget refused a retry, or the
-	// default retry quota could not pay for one when it was decided (the
+	// Transport's own budget could not pay for one when it was decided (the
 	// operation then waited for its turn, see Skipped).
 	BudgetRefused bool
 	// HostHold is the total time the operation waited for a host hold.

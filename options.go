@@ -26,7 +26,7 @@ type config struct {
 	keyGen     func() string
 	quotedKeys bool // write keys as Structured Field strings
 	budget     *Budget
-	budgetSet  bool // WithRetryBudget was given: no default retry quota
+	budgetSet  bool // WithRetryBudget was given: not the Transport's own budget
 	onRetry    func(context.Context, AttemptInfo)
 	onDone     []func(context.Context, Report)
 	retryIf    func(resp *http.Response, err error, retryable bool) bool
@@ -155,17 +155,17 @@ func WithQuotedKeys(on bool) Option {
 	return func(c *config) { c.quotedKeys = on }
 }
 
-// WithRetryBudget shares a retry budget with the Transport, in place of its
-// default retry quota. Give the same Budget to every Transport that calls one
-// dependency. WithRetryBudget(nil) turns every limit off: every retry the
-// policy allows is made.
+// WithRetryBudget gives the Transport a shared Budget, in place of its own.
+// Give the same Budget to every Transport that calls one dependency.
+// WithRetryBudget(nil) turns every limit off: every retry the policy allows
+// is made.
 //
-// Without WithRetryBudget each Transport has a retry quota of its own, on
+// Without WithRetryBudget each Transport has a budget of its own, on
 // the AWS SDK's standard retryer's numbers: a bucket of 500 units, 5 taken by
 // a retry (10 after an attempt time-out), 1 given back by each operation
 // answered at its first attempt and the retries' cost by one answered after
 // retries; it also earns one unit every 200ms, one retry a second. A full
-// bucket pays for 100 retries. A retry the quota cannot pay for is not
+// bucket pays for 100 retries. A retry it cannot pay for is not
 // refused: the operation waits for its turn and pays then, or skips the turn
 // (sending nothing; the turn counts against WithMaxAttempts) and waits for
 // the next. So a burst of operations rides out a short outage, and through a
@@ -179,7 +179,7 @@ func WithRetryBudget(b *Budget) Option {
 // WithOnRetry sets a function called just before the Transport waits for a
 // retry, on the goroutine of RoundTrip, with the request's context and the
 // AttemptInfo of the retry (its Wait is the wait about to start; Status and
-// Err say what the failed attempt came to). A retry the default retry quota
+// Err say what the failed attempt came to). A retry the Transport's own budget
 // could not pay for when it was decided is reported when its turn has come
 // and the quota has paid: its Wait is then the whole time waited, turns
 // skipped included, and the wait is over. It must not block for long. It

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// The default retry quota's numbers. The bucket is that of the AWS SDK for Go
+// The numbers of a Transport's own budget. The bucket is that of the AWS SDK for Go
 // v2's standard retryer (its retry quota, on by default): 500 units, 5 for a
 // retry, 10 for a retry after an attempt time-out, 1 back for each operation
 // answered at its first attempt, and the cost of the retries back when a
@@ -22,14 +22,14 @@ const (
 	quotaRetriesAtFirst = quotaCapacity / quotaRetryCost // 100 retries from a full bucket
 )
 
-// retryQuota is the retry limit of a Transport given no Budget: retries are
+// retryQuota is the bucket of a Transport's own Budget: retries are
 // paid for from a bucket that answers fill, and time slowly. It lets a client
 // ride out a short outage (a full bucket pays for 100 retries, then one a
 // second), and through a long one bounds the retries the Transport sends,
 // however many operations it carries, to one a second once the bucket is
 // empty. An operation whose retry it cannot pay for waits for that retry's
 // turn and pays then, or skips the turn, instead of failing (see
-// operation.awaitQuota). The zero value is not ready: use newRetryQuota.
+// retry.Op.awaitTurn). The zero value is not ready: use newRetryQuota.
 type retryQuota struct {
 	mu     sync.Mutex
 	tokens int
