@@ -280,3 +280,24 @@ func TestStalledDrainExact(t *testing.T) {
 		assert.Equal(t, 875*ms, time.Since(start))
 	})
 }
+
+// TestGetBodyFailureRefundsToken: a retry the budget allowed but that is not
+// sent (GetBody fails) hands its token back.
+func TestGetBodyFailureRefundsToken(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeRT{steps: []fakeStep{{status: 503}}}
+		b := newBudget()
+		tr := NewTransport(f, noWait(), WithRetryBudget(b))
+		req := mustRequest(t, context.Background(), http.MethodPut, "http://x/", "body")
+		req.GetBody = func() (io.ReadCloser, error) { return nil, errors.New("no second copy") }
+		resp, err := tr.RoundTrip(req)
+		if resp != nil {
+			_ = resp.Body.Close()
+		}
+		s := b.Stats()
+		if s.RetriesAllowed != 1 || s.Refunds != 1 {
+			t.Errorf("budget stats %+v after a GetBody failure: want 1 retry allowed and 1 refunded (err %v)", s, err)
+		}
+	})
+}

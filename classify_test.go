@@ -9,8 +9,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -267,5 +269,58 @@ func TestClassify(t *testing.T) {
 			t.Errorf("classify(%q, keyed=%v, fresh=%v, %+v) = %q, %d; want %q, %d",
 				tt.method, tt.keyed, tt.fresh, tt.out, reason, why, tt.reason, tt.refusal)
 		}
+	}
+}
+
+// TestRetryIfOverRealServer: a predicate adds 425 to the retried answers and
+// refuses the retry of a 503; an unkeyed POST still goes once whatever it
+// says.
+func TestRetryIfOverRealServer(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		first     int
+		autoKeys  bool
+		method    string
+		wantCalls int32
+		wantCode  int
+	}{
+		{"425 added, keyed POST", http.StatusTooEarly, true, http.MethodPost, 2, 201},
+		{"425 added, GET", http.StatusTooEarly, true, http.MethodGet, 2, 201},
+		{"425 added, unkeyed POST goes once", http.StatusTooEarly, false, http.MethodPost, 1, 425},
+		{"503 refused", http.StatusServiceUnavailable, true, http.MethodGet, 1, 503},
+		{"502 as the table says", http.StatusBadGateway, true, http.MethodGet, 2, 201},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var n atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if n.Add(1) == 1 {
+					w.WriteHeader(tc.first)
+					return
+				}
+				w.WriteHeader(http.StatusCreated)
+			}))
+			defer srv.Close()
+			client := NewClient(noWait(), WithAutoKeys(tc.autoKeys),
+				WithRetryIf(func(resp *http.Response, err error, retryable bool) bool {
+					if resp != nil && resp.StatusCode == http.StatusTooEarly {
+						return true
+					}
+					if resp != nil && resp.StatusCode == http.StatusServiceUnavailable {
+						return false
+					}
+					return retryable
+				}))
+			req, _ := http.NewRequest(tc.method, srv.URL, nil)
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = resp.Body.Close()
+			if resp.StatusCode != tc.wantCode || n.Load() != tc.wantCalls {
+				t.Errorf("status %d after %d requests, want %d after %d", resp.StatusCode, n.Load(), tc.wantCode, tc.wantCalls)
+			}
+		})
 	}
 }

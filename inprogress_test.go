@@ -3,6 +3,8 @@ package idem
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -248,4 +250,61 @@ func TestInProgressPollWaitsForTheAnswer(t *testing.T) {
 		assert.Equal(t, "wait=4", calls[2].req.Header.Get("Prefer"), "a poll can")
 		assert.Equal(t, 3300*time.Millisecond, time.Since(start), "the replay as soon as it exists")
 	})
+}
+
+// TestPlainConflictReturnedAtOnce: an API that does not implement keys
+// answers 409 to a POST (a name already taken). The first attempt under a
+// generated key cannot meet that key in progress anywhere, so the 409 is the
+// answer: one request, no wait started.
+func TestPlainConflictReturnedAtOnce(t *testing.T) {
+	t.Parallel()
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusConflict)
+		_, _ = w.Write([]byte(`{"error":"username already taken"}`))
+	}))
+	defer srv.Close()
+	retried := false
+	client := NewClient(WithOnRetry(func(context.Context, AttemptInfo) { retried = true }))
+	start := time.Now()
+	resp, err := client.Post(srv.URL+"/users", "application/json", nil)
+	elapsed := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusConflict || n.Load() != 1 || retried {
+		t.Errorf("status %d after %d requests (a retry started: %v); want the 409 after 1 request, no retry", resp.StatusCode, n.Load(), retried)
+	}
+	t.Logf("returned after %v", elapsed)
+}
+
+// TestLastAttemptAfterConflictNeedsMinimum: after a keyed 409 whose
+// Retry-After ends past the deadline, a last attempt is made only when at
+// least 100ms of attempt fit: with 150ms left (an attempt's worth of 75ms),
+// none is.
+func TestLastAttemptAfterConflictNeedsMinimum(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		left      time.Duration
+		wantCalls int
+	}{
+		{150 * time.Millisecond, 1}, // half of it, 75ms, is under the 100ms minimum
+		{250 * time.Millisecond, 2}, // 125ms fits
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			f := &fakeRT{steps: []fakeStep{{status: 409, header: http.Header{"Retry-After": {"30"}}}, {status: 201}}}
+			tr := NewTransport(f, noWait(), WithMaxElapsed(tc.left))
+			resp, err := tr.RoundTrip(mustRequest(t, ContextWithKey(context.Background(), "k"), http.MethodPost, "http://x/", "{}"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = resp.Body.Close()
+			if n := len(f.Calls()); n != tc.wantCalls {
+				t.Errorf("with %v left after a 409: %d attempts, want %d", tc.left, n, tc.wantCalls)
+			}
+		})
+	}
 }

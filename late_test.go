@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -328,4 +329,67 @@ func TestLateAttemptsCancelledWhenRoundTripReturns(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLateAnswerAsRetriesRunOut: the first attempt of a payment passes its
+// 1s time-out and goes on; the retry times out too, and with it the attempts
+// run out at 2s, with 28s left under the cap. The first attempt's 201 comes at
+// 2.5s: the payment went through, and the operation must return it, not
+// ErrExhausted.
+func TestLateAnswerAsRetriesRunOut(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeRT{steps: []fakeStep{{delay: 2500 * time.Millisecond, status: http.StatusCreated, body: "paid"}, {block: true}}}
+		tr := NewTransport(f, noWait(), WithAttemptTimeout(time.Second), WithMaxAttempts(2))
+		start := time.Now()
+		resp, err := tr.RoundTrip(mustRequest(t, context.Background(), http.MethodPost, "http://x/payments", "{}"))
+		if err != nil {
+			t.Fatalf("RoundTrip: %v after %v; want the first attempt's 201, which came at 2.5s", err, time.Since(start))
+		}
+		if resp.StatusCode != http.StatusCreated || readAll(t, resp) != "paid" {
+			t.Errorf("got %d, want the late 201", resp.StatusCode)
+		}
+		if got := time.Since(start); got != 2500*time.Millisecond {
+			t.Errorf("returned after %v, want 2.5s: the moment the late answer came", got)
+		}
+	})
+}
+
+// TestGivingUpWaitsNoLongerThanTheCap: late attempts that never answer do not
+// hold the operation past its cap.
+func TestGivingUpWaitsNoLongerThanTheCap(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeRT{steps: []fakeStep{{block: true}}}
+		tr := NewTransport(f, noWait(), WithAttemptTimeout(time.Second), WithMaxAttempts(2), WithMaxElapsed(5*time.Second))
+		start := time.Now()
+		_, err := tr.RoundTrip(mustRequest(t, context.Background(), http.MethodPost, "http://x/payments", "{}"))
+		if !errors.Is(err, ErrExhausted) {
+			t.Fatalf("err %v, want ErrExhausted", err)
+		}
+		if got := time.Since(start); got != 5*time.Second {
+			t.Errorf("returned after %v, want 5s: the late attempts may answer until the cap, no longer", got)
+		}
+	})
+}
+
+// TestLateAnswerFinalByRetryIf: a late answer is final when the table and the
+// WithRetryIf predicate together say "do not retry": a late 503 that the
+// predicate refuses to retry ends the operation.
+func TestLateAnswerFinalByRetryIf(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeRT{steps: []fakeStep{{delay: 1500 * time.Millisecond, status: 503, body: "down"}, {block: true}}}
+		tr := NewTransport(f, noWait(), WithAttemptTimeout(time.Second),
+			WithRetryIf(func(resp *http.Response, err error, retryable bool) bool {
+				return retryable && (resp == nil || resp.StatusCode != 503)
+			}))
+		resp, err := tr.RoundTrip(mustRequest(t, context.Background(), http.MethodPost, "http://x/", "{}"))
+		if err != nil {
+			t.Fatalf("RoundTrip: %v; want the late 503, final under the predicate", err)
+		}
+		if resp.StatusCode != 503 || readAll(t, resp) != "down" {
+			t.Errorf("got %d, want the late 503", resp.StatusCode)
+		}
+	})
 }

@@ -1,6 +1,9 @@
 package idem
 
 import (
+	"os"
+	"time"
+
 	"github.com/idemkit/idem/internal/retry"
 
 	"bytes"
@@ -8,6 +11,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"reflect"
 	"strings"
 	"sync"
@@ -454,4 +459,69 @@ func withQuoted(on bool) Option {
 		return WithQuotedKeys(true)
 	}
 	return WithAutoKeys(true)
+}
+
+// TestTimeoutLooksLikeTimeout: an http.Client Timeout, a context deadline and
+// the WithMaxElapsed cap that end an operation give an error that says
+// Timeout() (os.IsTimeout, *url.Error), as net/http's own do; a cancel and a
+// refused retry do not.
+func TestTimeoutLooksLikeTimeout(t *testing.T) {
+	t.Parallel()
+	hang := make(chan struct{})
+	defer close(hang)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/503" {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		select {
+		case <-r.Context().Done():
+		case <-hang:
+		}
+	}))
+	defer srv.Close()
+	for _, tc := range []struct {
+		name    string
+		client  *http.Client
+		ctx     func() (context.Context, context.CancelFunc)
+		path    string
+		timeout bool
+	}{
+		{"http.Client Timeout", &http.Client{Transport: NewTransport(nil), Timeout: 200 * time.Millisecond}, nil, "/", true},
+		{"context deadline", NewClient(), func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 200*time.Millisecond)
+		}, "/", true},
+		{"WithMaxElapsed cap", NewClient(WithMaxElapsed(200 * time.Millisecond)), nil, "/", true},
+		{"cancelled", NewClient(), func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(100*time.Millisecond, cancel)
+			return ctx, cancel
+		}, "/", false},
+		{"invalid key", NewClient(WithKeyGenerator(func() string { return "bad key" })), nil, "/", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.Background(), context.CancelFunc(func() {})
+			if tc.ctx != nil {
+				ctx, cancel = tc.ctx()
+			}
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+tc.path, nil)
+			resp, err := tc.client.Do(req)
+			if err == nil {
+				_ = resp.Body.Close()
+				t.Fatalf("got %d, want an error", resp.StatusCode)
+			}
+			var ue *url.Error
+			if !errors.As(err, &ue) {
+				t.Fatalf("err %T, want *url.Error", err)
+			}
+			if got := os.IsTimeout(err); got != tc.timeout {
+				t.Errorf("os.IsTimeout(%v) = %v, want %v", err, got, tc.timeout)
+			}
+			if got := ue.Timeout(); got != tc.timeout {
+				t.Errorf("(*url.Error).Timeout() = %v, want %v", got, tc.timeout)
+			}
+		})
+	}
 }
