@@ -33,7 +33,7 @@ modules:
 # IDEM_FAILOVER_REDIS_SENTINEL_ADDRS name another Cluster and Sentinel set (with the
 # same master name), server/redisstore's alone, as .ci/run starts. Modules share
 # nothing else: each one's private servers listen on a port range of its own
-# (internal/servicetest), and their PostgreSQL tables and Redis keys have names of
+# (internal/testkit/servicetest), and their PostgreSQL tables and Redis keys have names of
 # their own. TEST_LONG, the modules whose tests take longest, start first, longest
 # first.
 TEST_JOBS   ?= 4

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemkit/idem/internal/servicetest"
+	"github.com/idemkit/idem/internal/testkit/servicetest"
 )
 
 // TestQuickRun runs every section (1 to 8) in quick mode, as `go run ./cmd/bench -quick`

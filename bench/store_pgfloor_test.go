@@ -9,7 +9,7 @@ import (
 
 	"github.com/idemkit/idem/internal/demo/payments"
 	pgpayments "github.com/idemkit/idem/internal/demo/pgledger"
-	"github.com/idemkit/idem/internal/servicetest"
+	"github.com/idemkit/idem/internal/testkit/servicetest"
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/pgstore"
 )

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idem/internal/buildtest"
-	"github.com/idemkit/idem/internal/syncbuf"
+	"github.com/idemkit/idem/internal/testkit/buildtest"
+	"github.com/idemkit/idem/internal/testkit/syncbuf"
 )
 
 // bins holds the binaries the tests build; TestMain removes them.

@@ -8,7 +8,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 
-	"github.com/idemkit/idem/internal/adaptertest"
+	"github.com/idemkit/idem/internal/testkit/adaptertest"
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/memstore"
 )

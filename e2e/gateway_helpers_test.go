@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idem/internal/lossyproxy"
-	"github.com/idemkit/idem/internal/servicetest"
-	"github.com/idemkit/idem/internal/syncbuf"
+	"github.com/idemkit/idem/internal/testkit/lossyproxy"
+	"github.com/idemkit/idem/internal/testkit/servicetest"
+	"github.com/idemkit/idem/internal/testkit/syncbuf"
 )
 
 // The upstreams of the gateway tests: the orders APIs of

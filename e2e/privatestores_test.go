@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemkit/idem/internal/servicetest"
-	"github.com/idemkit/idem/internal/syncbuf"
+	"github.com/idemkit/idem/internal/testkit/servicetest"
+	"github.com/idemkit/idem/internal/testkit/syncbuf"
 )
 
 // Loopback port ranges of the private servers these tests start and kill,

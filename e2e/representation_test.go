@@ -10,7 +10,7 @@ import (
 	"github.com/gorilla/mux"
 	"github.com/klauspost/compress/gzhttp"
 
-	"github.com/idemkit/idem/internal/adaptertest"
+	"github.com/idemkit/idem/internal/testkit/adaptertest"
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/memstore"
 )

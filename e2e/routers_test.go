@@ -7,7 +7,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/gorilla/mux"
 
-	"github.com/idemkit/idem/internal/adaptertest"
+	"github.com/idemkit/idem/internal/testkit/adaptertest"
 	"github.com/idemkit/idem/server"
 )
 

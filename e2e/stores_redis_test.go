@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemkit/idem/internal/servicetest"
+	"github.com/idemkit/idem/internal/testkit/servicetest"
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/redisstore"
 )

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/internal/demo/payments"
-	"github.com/idemkit/idem/internal/servicetest"
+	"github.com/idemkit/idem/internal/testkit/servicetest"
 	"github.com/idemkit/idem/server"
 )
 

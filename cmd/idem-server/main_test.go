@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/idemkit/idem/internal/buildtest"
+	"github.com/idemkit/idem/internal/testkit/buildtest"
 )
 
 // bins holds the binaries the tests build; TestMain removes them.

@@ -26,7 +26,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/syncbuf"
+	"github.com/idemkit/idem/internal/testkit/syncbuf"
 	idemotel "github.com/idemkit/idem/otel"
 )
 

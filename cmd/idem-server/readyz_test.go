@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idem/internal/tcpproxy"
+	"github.com/idemkit/idem/internal/testkit/tcpproxy"
 )
 
 // Regression: /readyz answered 200 with the store down, though the command's

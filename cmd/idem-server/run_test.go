@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/idemkit/idem/internal/syncbuf"
+	"github.com/idemkit/idem/internal/testkit/syncbuf"
 	"github.com/idemkit/idem/server"
 )
 

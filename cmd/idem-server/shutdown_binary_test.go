@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemkit/idem/internal/servicetest"
+	"github.com/idemkit/idem/internal/testkit/servicetest"
 	"github.com/idemkit/idem/server"
 )
 

@@ -8,7 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
-	"github.com/idemkit/idem/internal/adaptertest"
+	"github.com/idemkit/idem/internal/testkit/adaptertest"
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/echoidem"
 )

@@ -6,7 +6,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/idemkit/idem/internal/adaptertest"
+	"github.com/idemkit/idem/internal/testkit/adaptertest"
 	"github.com/idemkit/idem/server/ginidem"
 	"github.com/idemkit/idem/server/memstore"
 )

@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemkit/idem/internal/syncbuf"
+	"github.com/idemkit/idem/internal/testkit/syncbuf"
 	"github.com/idemkit/idem/server"
 )
 

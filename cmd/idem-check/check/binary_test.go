@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idem/internal/buildtest"
+	"github.com/idemkit/idem/internal/testkit/buildtest"
 )
 
 // bins holds the idem-server binary the tests build; TestMain removes it.

@@ -16,8 +16,8 @@ import (
 
 	"github.com/idemkit/idem/internal/demo/payments"
 	"github.com/idemkit/idem/internal/demo/pgledger"
-	"github.com/idemkit/idem/internal/servicetest"
-	"github.com/idemkit/idem/internal/tcpproxy"
+	"github.com/idemkit/idem/internal/testkit/servicetest"
+	"github.com/idemkit/idem/internal/testkit/tcpproxy"
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/pgstore"
 )

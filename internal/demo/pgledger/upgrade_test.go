@@ -24,8 +24,8 @@ import (
 
 	"github.com/idemkit/idem/internal/demo/payments"
 	"github.com/idemkit/idem/internal/demo/pgledger"
-	"github.com/idemkit/idem/internal/servicetest"
-	"github.com/idemkit/idem/internal/syncbuf"
+	"github.com/idemkit/idem/internal/testkit/servicetest"
+	"github.com/idemkit/idem/internal/testkit/syncbuf"
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/pgstore"
 )

@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/idemkit/idem/internal/servicetest"
-	"github.com/idemkit/idem/internal/tcpproxy"
+	"github.com/idemkit/idem/internal/testkit/servicetest"
+	"github.com/idemkit/idem/internal/testkit/tcpproxy"
 )
 
 // A Partition is a TCP proxy in this process between a pool and the test

@@ -19,7 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemkit/idem/internal/servicetest"
+	"github.com/idemkit/idem/internal/testkit/servicetest"
 	"github.com/idemkit/idem/server/pgstore"
 )
 

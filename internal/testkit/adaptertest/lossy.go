@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/lossyproxy"
+	"github.com/idemkit/idem/internal/testkit/lossyproxy"
 )
 
 // lossyOps is how many operations the lossy scenario sends.

@@ -2,7 +2,7 @@
 // upstream acted: it forwards a request, reads the upstream's whole answer,
 // and then, when the test says so, cuts the client's connection without a
 // byte. The server did the work; the client never hears of it. It is how the
-// adapters' suite (internal/adaptertest) and e2e's gateway tests put a lost
+// adapters' suite (internal/testkit/adaptertest) and e2e's gateway tests put a lost
 // answer in front of a protected handler.
 package lossyproxy
 
