@@ -31,7 +31,7 @@
 //     an SDK is installed and on the SDK's, as ratios to off in the same run
 //     (OTelCost).
 //  8. The gateway's cost on the success path: idem-server's gateway
-//     (internal/gateway) on the memory and Redis stores against a plain
+//     (cmd/idem-server/gateway) on the memory and Redis stores against a plain
 //     httputil.ReverseProxy, in front of one loopback upstream, as ratios in
 //     the same run (GatewayCost).
 package bench

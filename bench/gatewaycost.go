@@ -18,7 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemkit/idem/internal/gateway"
+	"github.com/idemkit/idem/cmd/idem-server/gateway"
 	"github.com/idemkit/idem/internal/testkit/servicetest"
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/memstore"
@@ -38,7 +38,7 @@ const (
 	// request before it reused connections.
 	GatewayPlainFresh = "httputil.ReverseProxy, a connection per request"
 	// GatewayMemory and GatewayRedis: idem-server's gateway
-	// (internal/gateway), each request protected with a new key: a claim, the
+	// (cmd/idem-server/gateway), each request protected with a new key: a claim, the
 	// durable mark, the forward on a kept-alive connection, the record.
 	GatewayMemory = "gateway, memory store"
 	GatewayRedis  = "gateway, Redis store"

@@ -9,7 +9,7 @@ func (r *Report) writeGateway(w writef) {
 		"upstream that answers 201: a plain `httputil.ReverseProxy` (the baseline, on the default transport, connections " +
 		"kept alive), the same proxy on a new connection per request (what a connection costs: the gateway pays it for a " +
 		"protected request it cannot keep on a kept-alive connection, such as a protected GET), idem-server's gateway " +
-		"(`internal/gateway`, its defaults, protected POSTs on kept-alive connections) on the memory and the Redis store " +
+		"(`cmd/idem-server/gateway`, its defaults, protected POSTs on kept-alive connections) on the memory and the Redis store " +
 		"(every request a first execution: the claim, the durable mark, the forward, the record), and the gateway passing " +
 		"an unprotected POST through. Client, fronts and upstream share the process and its cores.\n\n")
 	w("How it is measured: %d rounds; a round runs every front once for the same number of requests (%d, a batch of "+

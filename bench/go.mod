@@ -7,6 +7,7 @@ require (
 	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/hashicorp/go-retryablehttp v0.7.8
 	github.com/idemkit/idem v0.1.0
+	github.com/idemkit/idem/cmd/idem-server v0.1.0
 	github.com/idemkit/idem/internal/demo/pgledger v0.1.0
 	github.com/idemkit/idem/otel v0.1.0
 	github.com/idemkit/idem/server/pgstore v0.1.0
@@ -42,7 +43,7 @@ require (
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/image v0.30.0 // indirect
-	golang.org/x/sync v0.22.0 // indirect
+	golang.org/x/sync v0.23.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
-	golang.org/x/text v0.41.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
 )

@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/idemkit/idem/internal/demo"
-	"github.com/idemkit/idem/internal/gateway"
+	"github.com/idemkit/idem/cmd/idem-server/gateway"
 	"github.com/idemkit/idem/server"
 )
 

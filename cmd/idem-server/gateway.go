@@ -3,12 +3,12 @@ package main
 import (
 	"net/http"
 
-	"github.com/idemkit/idem/internal/gateway"
+	"github.com/idemkit/idem/cmd/idem-server/gateway"
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/chaos"
 )
 
-// newGateway returns the gateway (package internal/gateway) that the flags
+// newGateway returns the gateway (package cmd/idem-server/gateway) that the flags
 // describe over store: protected requests through the middleware, with
 // mwOpts (middlewareOptions) and the gateway flags' options, scoped by scope
 // (scopeFunc, the process's one scope function); inj

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemkit/idem/internal/gateway"
+	"github.com/idemkit/idem/cmd/idem-server/gateway"
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/chaos"
 	"github.com/idemkit/idem/server/memstore"

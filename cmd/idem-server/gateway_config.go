@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemkit/idem/internal/gateway"
+	"github.com/idemkit/idem/cmd/idem-server/gateway"
 	"github.com/idemkit/idem/server"
 )
 

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idem/internal/gateway"
+	"github.com/idemkit/idem/cmd/idem-server/gateway"
 )
 
 // Bad gateway configurations are usage errors (exit 2) whose message names

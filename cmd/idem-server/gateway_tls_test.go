@@ -12,7 +12,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/idemkit/idem/internal/gateway"
+	"github.com/idemkit/idem/cmd/idem-server/gateway"
 )
 
 // tlsUpstream is a testUpstream served over TLS, offering HTTP/2 too, with
@@ -98,7 +98,7 @@ func TestGatewayTLSUpstream(t *testing.T) {
 // request, so that every request comes after one. (Here the Transport's
 // reader sees the close first; the look the gateway takes at a reused
 // connection before writing on it, for a close its reader has not seen yet,
-// is TestGatewayReusedConnectionTheUpstreamClosed's, in internal/gateway.)
+// is TestGatewayReusedConnectionTheUpstreamClosed's, in cmd/idem-server/gateway.)
 func TestGatewayTLSUpstreamClosedIdleConnection(t *testing.T) {
 	t.Parallel()
 	up := newTLSUpstream(t, func(s *http.Server) { s.IdleTimeout = 1 })

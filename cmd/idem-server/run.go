@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/internal/demo"
-	"github.com/idemkit/idem/internal/gateway"
+	"github.com/idemkit/idem/cmd/idem-server/gateway"
 	"github.com/idemkit/idem/server/chaos"
 )
 

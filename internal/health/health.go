@@ -1,6 +1,6 @@
 // Package health holds the liveness and readiness answers that idem-server
 // gives in both its modes: the demo's /livez and /readyz (internal/demo) and
-// the gateway's /_idem/livez and /_idem/readyz (internal/gateway).
+// the gateway's /_idem/livez and /_idem/readyz (cmd/idem-server/gateway).
 package health
 
 import (

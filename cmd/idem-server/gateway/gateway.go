@@ -4,8 +4,11 @@
 // it. docs/gateway.md in the repository says how to run it, and
 // docs/CONTRACT.md what each upstream answer means for the key.
 //
-// It is application code, not library API: it lives under internal/, as the
-// demo does.
+// It is application code, not library API: it lives in the command's module,
+// beside the command that ships it, so that the root module's download does
+// not carry it, and outside an internal/ directory only so that bench can
+// measure it in-process. Nothing outside this repository should import it: it
+// changes with the command, with no promise of compatibility.
 package gateway
 
 import (
