@@ -4,7 +4,7 @@ import (
 	"net/http"
 
 	"github.com/idemkit/idem/internal/demo/payments"
-	"github.com/idemkit/idem/internal/health"
+	"github.com/idemkit/idem/internal/demo/health"
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/chaos"
 )

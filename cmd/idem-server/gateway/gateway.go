@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/internal/demo/cause"
-	"github.com/idemkit/idem/internal/health"
+	"github.com/idemkit/idem/internal/demo/health"
 	"github.com/idemkit/idem/internal/problem"
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/chaos"
