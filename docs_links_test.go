@@ -104,3 +104,17 @@ func TestSlug(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeIsShort: the README is read in five minutes (what, install, a
+// snippet each side, where to go next): at most 150 lines, the rest on pages
+// of docs/ it links to.
+func TestReadmeIsShort(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), "\n"); n > 150 {
+		t.Errorf("README.md has %d lines, want at most 150: move a section to a page of docs/ and link it", n)
+	}
+}
