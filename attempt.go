@@ -145,11 +145,12 @@ func discard(resp *http.Response, until time.Time) {
 // Attempt makes the attempt a and returns its outcome, judged by WithRetryIf;
 // superseded when a late attempt answered meanwhile (see retry.Driver).
 func (o *operation) Attempt(a retry.Attempt) (retry.Outcome, bool) {
+	o.attempts = a.Number
 	res := o.attempt(a)
 	if res.superseded {
 		return retry.Outcome{}, true // an earlier attempt answered (see late.go)
 	}
-	o.last = res
+	o.resp = res.resp
 	return o.judged(res.outcome, a.Fresh).engine(), false
 }
 

@@ -74,6 +74,11 @@ func (l budgetLimit) Answered(now time.Time, attempts, paid int) {
 
 func (l budgetLimit) Queues() bool { return l.b.bucket != nil }
 
+func (l budgetLimit) Holds() bool {
+	l.b.once.Do(l.b.init)
+	return l.b.cfg.maxHeldHosts > 0
+}
+
 func (l budgetLimit) Hold(host string, until time.Time) { l.b.holdHost(host, until) }
 
 func (l budgetLimit) HeldUntil(host string, now time.Time) time.Time {

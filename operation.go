@@ -16,7 +16,6 @@ import (
 // attempts it asks for and holds what they bring. It is the engine's
 // Driver.
 type operation struct {
-	op   retry.Op
 	next http.RoundTripper // sends the attempts
 	cfg  *config
 	req  *http.Request // the caller's, never modified
@@ -27,8 +26,9 @@ type operation struct {
 	newKey bool   // key was generated for this operation: no server can have it in progress yet
 	body   replayBody
 
+	attempts int            // attempts made
 	nextBody io.ReadCloser  // the body of the next attempt, from GetBody
-	last     attemptResult  // the latest attempt's
+	resp     *http.Response // the latest attempt's response, nil when it had none
 	late     *lateAttempts  // keyed attempts going on past WithAttemptTimeout; nil when none may
 	firstCtx attemptContext // the first attempt's context (see attemptRequest)
 }
@@ -43,7 +43,11 @@ func newOperation(next http.RoundTripper, cfg *config, req *http.Request, key, h
 }
 
 // run carries out the operation: it readies the body, has the engine run the
-// attempts, and turns the engine's result into RoundTrip's.
+// attempts, and turns the engine's result into RoundTrip's, a late attempt's
+// answer taken into account; it pays the limit back and reports to
+// WithOnDone. The engine's Op is a value of run's, and so is what it
+// records: only the driver (o), which the engine holds as an interface, is on
+// the heap, and it holds no more than the attempts need.
 func (o *operation) run(limit retry.Limit, rnd func() float64) (*http.Response, error) {
 	cfg := o.cfg
 	keyed := o.key != ""
@@ -65,57 +69,77 @@ func (o *operation) run(limit retry.Limit, rnd func() float64) (*http.Response, 
 	var err error
 	o.body, err = newReplayBody(o.ctx, o.req, cfg.bodyLimit, mayRetry)
 	plan.Request.Replayable, plan.Request.Mismatch = o.body.replayable(), o.body.mismatch
-	o.op.Init(o.ctx, plan, o)
+	var op retry.Op
+	op.Init(o.ctx, plan, o)
+	var r retry.Result
 	if err != nil {
-		return o.end(o.op.End(retry.Decision{Stop: retry.ContextStop(o.ctx, stopNotRetryable),
-			Cause: err, Detail: "reading the request body"}))
+		r = op.End(retry.Decision{Stop: retry.ContextStop(o.ctx, stopNotRetryable),
+			Cause: err, Detail: "reading the request body"})
+	} else {
+		if keyed && mayRetry && cfg.bounds.AttemptTimeout > 0 && o.body.replayable() {
+			o.late = newLateAttempts(finalAnswer(cfg, o.req.Method))
+		}
+		r = op.Run()
 	}
-	if keyed && mayRetry && cfg.bounds.AttemptTimeout > 0 && o.body.replayable() {
-		o.late = newLateAttempts(finalAnswer(cfg, o.req.Method))
+	rec := op.Record()
+	resp, err := o.end(r, &rec)
+	resp, err = o.settle(resp, err, op.Deadline())
+	if resp != nil {
+		// An answer: the limit is paid back (see retry.Op.Settle). The
+		// predicate's word on the latest response is the one given when
+		// the attempt was judged: it is not asked again.
+		out := outcome{status: resp.StatusCode}.engine()
+		if resp == o.resp {
+			out = op.Last()
+		}
+		op.Settle(out)
 	}
-	return o.end(o.op.Run())
+	if len(cfg.onDone) > 0 {
+		cfg.done(o.req, o.report(&rec, op.Start(), resp, err))
+	}
+	return resp, err
 }
 
 // end returns what the engine's result r says: the latest response, or a late
 // attempt's answer, or an *Error with r's cause.
-func (o *operation) end(r retry.Result) (*http.Response, error) {
+func (o *operation) end(r retry.Result, rec *retry.Record) (*http.Response, error) {
 	switch {
 	case r.Late:
 		return o.late.taken(), nil
-	case r.Answer && o.op.Record().Stop == stopFinalStatus:
-		return o.last.resp, nil // an answer, not a retry given up on
+	case r.Answer && rec.Stop == stopFinalStatus:
+		return o.resp, nil // an answer, not a retry given up on
 	case r.Answer:
 		if l := o.cfg.logger; l != nil {
 			// Giving up on a response that could have been retried: the
 			// retries ran out, or the request cannot be sent again.
 			l.LogAttrs(o.ctx, slog.LevelWarn, "idem: giving up", append(o.logAttrs(),
-				slog.Int("attempts", o.op.Record().Attempts),
-				slog.Int("status", o.last.resp.StatusCode),
+				slog.Int("attempts", rec.Attempts),
+				slog.Int("status", o.resp.StatusCode),
 				slog.String("stop", r.Stop),
 				slog.String("detail", o.giveUpDetail(r.Decision)))...)
 		}
-		return o.last.resp, nil
+		return o.resp, nil
 	}
-	return nil, o.fail(r.Cause, r.Detail)
+	return nil, o.fail(rec, r.Cause, r.Detail)
 }
 
-// report returns the Report of operation o, which returned resp and err.
-func (o *operation) report(resp *http.Response, err error) Report {
-	rec := o.op.Record()
+// report returns the Report of operation o, which began at start, recorded
+// rec and returned resp and err.
+func (o *operation) report(rec *retry.Record, start time.Time, resp *http.Response, err error) Report {
 	r := Report{
 		Key:           o.key,
 		Attempts:      rec.Attempts,
 		Polls:         rec.Polls,
 		Skipped:       rec.Skipped,
 		Err:           err,
-		Elapsed:       time.Since(o.op.Start()),
+		Elapsed:       time.Since(start),
 		Stop:          rec.Stop,
 		BudgetRefused: rec.BudgetRefused,
 		HostHold:      rec.HostHold,
 	}
 	if resp != nil {
 		r.Status = resp.StatusCode
-		if resp != o.last.resp || r.Stop == stopFinalStatus || r.Stop == "" {
+		if resp != o.resp || r.Stop == stopFinalStatus || r.Stop == "" {
 			// A late answer, or a status that is not retried.
 			r.Stop = stopFinalStatus
 			if r.Status < 400 {
@@ -126,26 +150,12 @@ func (o *operation) report(resp *http.Response, err error) Report {
 	return r
 }
 
-// settleLimit pays the limit back when the operation ends on an answer (see
-// retry.Op.Settle). The predicate's word on the latest response is the one
-// given when the attempt was judged: it is not asked again.
-func (o *operation) settleLimit(resp *http.Response) {
-	if resp == nil {
-		return
-	}
-	out := outcome{status: resp.StatusCode}.engine()
-	if resp == o.last.resp {
-		out = o.op.Last()
-	}
-	o.op.Settle(out)
-}
-
 // judged returns out with the WithRetryIf predicate's word on it, if there is
 // a predicate.
 func (o *operation) judged(out outcome, fresh bool) outcome {
 	var resp *http.Response
 	if out.status != 0 {
-		resp = o.last.resp
+		resp = o.resp
 	}
 	return judge(o.cfg.retryIf, resp, o.key != "", fresh, out)
 }
@@ -198,8 +208,7 @@ func (o *operation) giveUpDetail(d retry.Decision) string {
 }
 
 // fail returns the operation's *Error, and logs it when WithLogger is set.
-func (o *operation) fail(cause error, detail string) *Error {
-	rec := o.op.Record()
+func (o *operation) fail(rec *retry.Record, cause error, detail string) *Error {
 	e := &Error{
 		Attempts:   rec.Attempts,
 		Key:        o.key,
@@ -244,7 +253,7 @@ func (o *operation) Rewind() error {
 // Unsent closes the body readied for an attempt that will not be made: the
 // caller's, when no attempt was.
 func (o *operation) Unsent() {
-	if o.op.Record().Attempts == 0 {
+	if o.attempts == 0 {
 		o.body.close(o.req)
 		return
 	}
@@ -255,7 +264,7 @@ func (o *operation) Unsent() {
 // Release lets go of the latest response, draining its body until until at
 // most, so that its connection can be reused.
 func (o *operation) Release(until time.Time) {
-	discard(o.last.resp, until)
+	discard(o.resp, until)
 }
 
 // Answered is closed when a late attempt brings the answer.
@@ -293,17 +302,17 @@ func closeBody(b io.ReadCloser) {
 
 // waitLate waits until a late attempt answers, every late attempt has
 // ended, the caller's context is done or the deadline passes.
-func (o *operation) waitLate() {
-	ctx, cancel := context.WithDeadline(o.ctx, o.op.Deadline())
+func (o *operation) waitLate(deadline time.Time) {
+	ctx, cancel := context.WithDeadline(o.ctx, deadline)
 	defer cancel()
 	o.late.waitAnswer(ctx.Done())
 }
 
 // settle decides what the operation returns once its loop has ended with resp
-// and err: a late attempt's final answer taken meanwhile wins over the loop's
+// and err (deadline is the operation's): a late attempt's final answer taken meanwhile wins over the loop's
 // result, unless the loop ended because the caller's context did. What is not
 // returned is let go.
-func (o *operation) settle(resp *http.Response, err error) (*http.Response, error) {
+func (o *operation) settle(resp *http.Response, err error, deadline time.Time) (*http.Response, error) {
 	if o.late == nil {
 		return resp, err
 	}
@@ -311,7 +320,7 @@ func (o *operation) settle(resp *http.Response, err error) (*http.Response, erro
 		// Giving up with attempts still going on: one of them may bring the
 		// answer (a payment that went through). Wait for it, as long as the
 		// deadline allows.
-		o.waitLate()
+		o.waitLate(deadline)
 	}
 	answer := o.late.close()
 	if answer == nil || answer == resp {

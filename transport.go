@@ -132,12 +132,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, e
 	}
 	o := newOperation(t.transport(), cfg, req, key, header, generated)
-	resp, err := o.settle(o.run(t.limit(cfg), t.random()))
-	o.settleLimit(resp)
-	if len(cfg.onDone) > 0 {
-		cfg.done(req, o.report(resp, err))
-	}
-	return resp, err
+	return o.run(t.limit(cfg), t.random())
 }
 
 // wellFormed reports whether req is an http or https request that idem can

@@ -10,8 +10,8 @@ import (
 	"os"
 	"strings"
 
-	"github.com/idemkit/idem/internal/demo"
 	"github.com/idemkit/idem/cmd/idem-server/gateway"
+	"github.com/idemkit/idem/internal/demo"
 	"github.com/idemkit/idem/server"
 )
 

@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idemkit/idem/internal/demo"
 	"github.com/idemkit/idem/cmd/idem-server/gateway"
+	"github.com/idemkit/idem/internal/demo"
 	"github.com/idemkit/idem/server/chaos"
 )
 

@@ -3,8 +3,8 @@ package demo
 import (
 	"net/http"
 
-	"github.com/idemkit/idem/internal/demo/payments"
 	"github.com/idemkit/idem/internal/demo/health"
+	"github.com/idemkit/idem/internal/demo/payments"
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/chaos"
 )

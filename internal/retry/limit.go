@@ -21,6 +21,9 @@ type Limit interface {
 	// waits for that retry's turn and pays then, or skips the turn (true),
 	// or ends at once with ErrBudgetExhausted (false).
 	Queues() bool
+	// Holds reports whether the limit ever holds a host back: when it does
+	// not, an operation does not look before its first attempt.
+	Holds() bool
 	// Hold holds every operation on host back until the given time.
 	Hold(host string, until time.Time)
 	// HeldUntil returns the time until which host is held, or the zero time
@@ -36,5 +39,6 @@ func (noLimit) Pay(time.Time, bool, bool) (int, bool)     { return 0, true }
 func (noLimit) Refund(time.Time, int)                     {}
 func (noLimit) Answered(time.Time, int, int)              {}
 func (noLimit) Queues() bool                              { return false }
+func (noLimit) Holds() bool                               { return false }
 func (noLimit) Hold(string, time.Time)                    {}
 func (noLimit) HeldUntil(string, time.Time) (t time.Time) { return t }

@@ -15,7 +15,6 @@ type Op struct {
 	ctx      context.Context
 	plan     Plan
 	driver   Driver
-	capAt    time.Time      // Plan.Start + MaxElapsed
 	deadline time.Time      // the earlier of capAt and the context's deadline
 	bo       jitter.Backoff // set up by the first decision (boSet)
 	boSet    bool
@@ -77,8 +76,7 @@ func (o *Op) Init(ctx context.Context, plan Plan, d Driver) {
 		plan.Limit = NoLimit
 	}
 	*o = Op{ctx: ctx, plan: plan, driver: d}
-	o.capAt = plan.Start.Add(plan.Bounds.MaxElapsed)
-	o.deadline = o.capAt
+	o.deadline = o.capAt()
 	if dl, ok := ctx.Deadline(); ok && dl.Before(o.deadline) {
 		o.deadline = dl
 	}
@@ -90,6 +88,9 @@ func (o *Op) Start() time.Time { return o.plan.Start }
 // End ends the operation as d says, without an attempt: for a driver that
 // cannot make the first one (a request body it could not read).
 func (o *Op) End(d Decision) Result { return o.end(d) }
+
+// capAt is when the cap ends: Plan.Start + MaxElapsed.
+func (o *Op) capAt() time.Time { return o.plan.Start.Add(o.plan.Bounds.MaxElapsed) }
 
 // Deadline is the operation's deadline: the earlier of the cap and the
 // caller's.
@@ -115,7 +116,7 @@ func (o *Op) Run() Result {
 	for {
 		// No retry starts with nothing left under the cap (a sleep that
 		// overran it); its answer was already let go.
-		if o.rec.Attempts > 0 && !time.Now().Before(o.capAt) {
+		if o.rec.Attempts > 0 && !time.Now().Before(o.capAt()) {
 			o.driver.Unsent()
 			o.held = false
 			return o.end(Decision{Stop: StopDeadline, Cause: ErrExhausted, Detail: "no time left under " + deadlineName(o.times())})
@@ -211,10 +212,10 @@ func (o *Op) attemptBound(now time.Time) (time.Duration, bool) {
 	if o.polling && at > 0 {
 		at = max(at, pollTimeout)
 	}
-	if o.rec.Attempts == 1 && o.deadline.Before(o.capAt) && (at <= 0 || o.deadline.Sub(o.plan.Start) <= at) {
+	if o.rec.Attempts == 1 && o.deadline.Before(o.capAt()) && (at <= 0 || o.deadline.Sub(o.plan.Start) <= at) {
 		return 0, false
 	}
-	left := max(o.capAt.Sub(now), 1)
+	left := max(o.capAt().Sub(now), 1)
 	if at > 0 && at <= left {
 		return at, false
 	}
@@ -246,7 +247,7 @@ func (o *Op) state(now time.Time) State {
 // times is the operation's Times, less what only a decision's moment knows.
 func (o *Op) times() Times {
 	b := o.plan.Bounds
-	return Times{ByCaller: o.deadline.Before(o.capAt), MaxElapsed: b.MaxElapsed,
+	return Times{ByCaller: o.deadline.Before(o.capAt()), MaxElapsed: b.MaxElapsed,
 		MaxRetryAfter: b.MaxRetryAfter, AttemptTimeout: b.AttemptTimeout}
 }
 

@@ -174,6 +174,9 @@ func (o *Op) notify(d Decision) {
 // with ErrBudgetExhausted; when the wait is cut short, the decision to stop
 // with its reason.
 func (o *Op) waitForHost() (Decision, bool) {
+	if !o.plan.Limit.Holds() {
+		return Decision{}, true
+	}
 	now := time.Now()
 	until := o.plan.Limit.HeldUntil(o.plan.Host, now)
 	if until.IsZero() {
