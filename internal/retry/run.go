@@ -25,6 +25,7 @@ type Op struct {
 	held    bool    // the driver holds the latest attempt's answer
 	next    next
 	pay     payment
+	decided time.Time // when the latest decision was made
 }
 
 // next is what the next attempt's Attempt says of the wait before it.
@@ -130,6 +131,7 @@ func (o *Op) Run() Result {
 
 		// Decide.
 		now := time.Now()
+		o.decided = now
 		d := Decide(o.state(now), out)
 		if d.Verdict == Stop {
 			o.rec.Refusal = d.Refusal

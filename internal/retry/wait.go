@@ -55,10 +55,12 @@ func (o *Op) refund(now time.Time) {
 // outcome is out: the retries' cost, or the credit of an answer at the first
 // attempt (see Limit.Answered). An outcome the table retries (a 503), or a
 // predicate asked to retry, is no answer: the dependency is failing, whatever
-// the request or the predicate let the operation do about it.
+// the request or the predicate let the operation do about it. The limit is
+// paid at the latest decision's time, which the clock need not be read again
+// for.
 func (o *Op) Settle(out Outcome) {
 	if Answered(o.plan.Request.Keyed, o.fresh(), out) {
-		o.plan.Limit.Answered(time.Now(), o.rec.Attempts, o.pay.paid)
+		o.plan.Limit.Answered(o.decided, o.rec.Attempts, o.pay.paid)
 	}
 }
 
