@@ -218,15 +218,7 @@ func readResponse(now time.Time, resp *http.Response, err error) attemptResult {
 // caller's with the attempt's context (carrying its AttemptInfo), the key
 // and Prefer headers and the attempt's body.
 func (o *operation) attemptRequest(ctx context.Context, a retry.Attempt, nextBody io.ReadCloser) *http.Request {
-	// The first attempt's context lives in the operation, which is on the
-	// heap anyway (the engine holds it as its Driver): one allocation less
-	// on every operation. Later attempts get their own, since an earlier
-	// one may still be going on (late.go).
-	actx := &o.firstCtx
-	if a.Number > 1 {
-		actx = new(attemptContext)
-	}
-	*actx = attemptContext{Context: ctx, info: o.attemptInfo(a)}
+	actx := &attemptContext{Context: ctx, info: o.attemptInfo(a)}
 	r := o.req.WithContext(actx)
 	if o.key != "" {
 		r.Header = keyedHeader(o.req.Header, o.header, !a.Fresh, a.Limit)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/idemkit/idem/internal/retry"
@@ -30,7 +31,6 @@ type operation struct {
 	nextBody io.ReadCloser  // the body of the next attempt, from GetBody
 	resp     *http.Response // the latest attempt's response, nil when it had none
 	late     *lateAttempts  // keyed attempts going on past WithAttemptTimeout; nil when none may
-	firstCtx attemptContext // the first attempt's context (see attemptRequest)
 }
 
 var _ retry.Driver = (*operation)(nil)
@@ -39,7 +39,23 @@ var _ retry.Driver = (*operation)(nil)
 // header value to add, "" to send req's own) and newKey when the key was
 // generated for it.
 func newOperation(next http.RoundTripper, cfg *config, req *http.Request, key, header string, newKey bool) *operation {
-	return &operation{next: next, cfg: cfg, req: req, ctx: req.Context(), key: key, header: header, newKey: newKey}
+	o := operations.Get().(*operation)
+	*o = operation{next: next, cfg: cfg, req: req, ctx: req.Context(), key: key, header: header, newKey: newKey}
+	return o
+}
+
+// operations keeps the operations RoundTrip is done with, for the next
+// ones: the engine holds an operation as an interface, which puts it on the
+// heap, and a Transport carries many (BenchmarkTransportOverhead: the pool
+// keeps the success path at the old stack-allocated operation's cost).
+var operations = sync.Pool{New: func() any { return new(operation) }}
+
+// free hands o back to the pool once RoundTrip is done with it. Nothing holds
+// o then: the attempts still going on (late.go) hold their requests, their
+// contexts and lateAttempts, never the operation.
+func (o *operation) free() {
+	*o = operation{}
+	operations.Put(o)
 }
 
 // run carries out the operation: it readies the body, has the engine run the

@@ -132,7 +132,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, e
 	}
 	o := newOperation(t.transport(), cfg, req, key, header, generated)
-	return o.run(t.limit(cfg), t.random())
+	resp, err := o.run(t.limit(cfg), t.random())
+	o.free()
+	return resp, err
 }
 
 // wellFormed reports whether req is an http or https request that idem can
@@ -169,16 +171,23 @@ func isToken(s string) bool {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
+		if !tokenChars[s[i]] {
 			return false
 		}
 	}
 	return true
 }
+
+// tokenChars holds the bytes of an RFC 9110 token: letters, digits and
+// !#$%&'*+-.^_`|~. Every header name of every request is checked against
+// it, so it is a table rather than a switch.
+var tokenChars = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			strings.IndexByte("!#$%&'*+-.^_`|~", byte(c)) >= 0
+	}
+	return t
+}()
 
 // validFieldValue reports whether v may be sent as a field value: no control
 // characters but horizontal tab (net/http's rule).

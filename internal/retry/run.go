@@ -132,7 +132,7 @@ func (o *Op) Run() Result {
 		// Decide.
 		now := time.Now()
 		o.decided = now
-		d := Decide(o.state(now), out)
+		d := Decide(o.state(now, out), out)
 		if d.Verdict == Stop {
 			o.rec.Refusal = d.Refusal
 			return o.end(d)
@@ -224,26 +224,32 @@ func (o *Op) attemptBound(now time.Time) (time.Duration, bool) {
 	return left, true
 }
 
-// state is the operation as Decide sees it, at now.
-func (o *Op) state(now time.Time) State {
-	if !o.boSet {
-		o.bo, o.boSet = jitter.New(o.plan.Backoff.Jitter, o.plan.Backoff.Base, o.plan.Backoff.Max, o.plan.Rand), true
-	}
-	t := o.times()
-	t.Left = o.deadline.Sub(now)
-	t.Backoff = o.bo.NextBackOff()
-	if until := o.plan.Limit.HeldUntil(o.plan.Host, now); !until.IsZero() {
-		t.Held = until.Sub(now)
-	}
+// state is the operation as Decide sees it, at now, after an attempt that
+// came to out. What only a wait needs (the backoff's next draw, the host's
+// hold, the spreads' random numbers) is drawn only when out may be retried:
+// an answer that is final, the success path above all, draws nothing.
+func (o *Op) state(now time.Time, out Outcome) State {
 	r := o.plan.Request
-	return State{
+	s := State{
 		Repeatable: r.Repeatable, Keyed: r.Keyed, Fresh: o.fresh(),
 		Progress: o.rec.Progress, MaxAttempts: o.plan.Bounds.MaxAttempts,
 		Replayable: r.Replayable, Mismatch: r.Mismatch,
 		CtxStop: o.contextStop(""),
-		Time:    t,
-		Random:  [2]float64{o.plan.Rand(), o.plan.Rand()},
+		Time:    o.times(),
 	}
+	s.Time.Left = o.deadline.Sub(now)
+	if reason, _ := Classify(s.Repeatable, s.Keyed, s.Fresh, out); reason == "" {
+		return s
+	}
+	if !o.boSet {
+		o.bo, o.boSet = jitter.New(o.plan.Backoff.Jitter, o.plan.Backoff.Base, o.plan.Backoff.Max, o.plan.Rand), true
+	}
+	s.Time.Backoff = o.bo.NextBackOff()
+	if until := o.plan.Limit.HeldUntil(o.plan.Host, now); !until.IsZero() {
+		s.Time.Held = until.Sub(now)
+	}
+	s.Random = [2]float64{o.plan.Rand(), o.plan.Rand()}
+	return s
 }
 
 // times is the operation's Times, less what only a decision's moment knows.

@@ -97,7 +97,7 @@ func (o *Op) awaitTurn(d Decision, out Outcome) (Decision, Decision, bool) {
 			return d, Decision{}, true
 		}
 		o.rec.Skipped++
-		next := Decide(o.state(now), out)
+		next := Decide(o.state(now, out), out)
 		if next.Verdict == Stop {
 			// The turns ran out (Stop "budget"), or the time did: the cap
 			// or the deadline ends the operation, a time-out as on any
