@@ -34,6 +34,13 @@ type config struct {
 	logger     *slog.Logger
 }
 
+// DefaultMaxElapsed is the cap on one operation when WithMaxElapsed is not
+// given: the top of the time ladder of docs/CONTRACT.md, under which the idem
+// server's request time (server.DefaultRequestTimeout) and a gateway's
+// upstream time-out nest, so that a client on its defaults hears a server's
+// answer, a 503 included, before it gives up.
+const DefaultMaxElapsed = 30 * time.Second
+
 func defaultConfig() config {
 	return config{
 		bounds:    retry.Bounds{MaxAttempts: 7, MaxElapsed: 30 * time.Second, MaxRetryAfter: 30 * time.Second},

@@ -17,8 +17,13 @@ const (
 	// request with their key (WithInProgressWait).
 	DefaultWaiting = 256
 	// DefaultRequestTimeout is each protected request's deadline, from the
-	// moment the middleware sees it.
-	DefaultRequestTimeout = 30 * time.Second
+	// moment the middleware sees it: 25 s, inside the idem client's default
+	// cap (idem.DefaultMaxElapsed, 30 s), so that a client on its defaults
+	// hears this server's answer, a 503 from a stalled store included, before
+	// it gives up; an idempotency gateway's upstream time-out (idem-server's
+	// -upstream-timeout, 20 s) nests inside it in turn. docs/CONTRACT.md has
+	// the ladder.
+	DefaultRequestTimeout = 25 * time.Second
 )
 
 // busyRetryAfter is the Retry-After of a 503 answered because the Limits'

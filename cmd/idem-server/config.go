@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemkit/idem"
+
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/chaos"
 	"github.com/idemkit/idem/server/memstore"
@@ -190,6 +192,25 @@ func isSet(fs *flag.FlagSet, name string) bool {
 func hint(name string) string {
 	if name == "postgres-url" {
 		return " (to keep the payments in PostgreSQL, use -ledger-postgres-url)"
+	}
+	return ""
+}
+
+// ladderWarning says how -request-timeout breaks the time ladder of
+// docs/CONTRACT.md, "" when it does not: a protected request's time must end
+// inside the cap of the clients that call the server (the idem client's
+// default, idem.DefaultMaxElapsed), or a client on its defaults gives up
+// before it hears the answer. It is a warning, not an error: the server's
+// clients may have a cap of their own.
+func (c config) ladderWarning() string {
+	switch {
+	case c.requestTimeout == 0:
+		return fmt.Sprintf("-request-timeout 0 sets no deadline on a protected request: a client whose cap ends first "+
+			"(the idem client's default, WithMaxElapsed %v) gives up without this server's answer", idem.DefaultMaxElapsed)
+	case c.requestTimeout >= idem.DefaultMaxElapsed:
+		return fmt.Sprintf("-request-timeout %v is not below the idem client's default cap (WithMaxElapsed %v): a client on its "+
+			"defaults gives up when this server answers a stalled request, and never hears it; the default is %v",
+			c.requestTimeout, idem.DefaultMaxElapsed, server.DefaultRequestTimeout)
 	}
 	return ""
 }

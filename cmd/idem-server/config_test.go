@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/server"
 	"github.com/idemkit/idem/server/memstore"
 	"github.com/idemkit/idem/server/pgstore"
@@ -170,5 +171,50 @@ func TestStoreUnreachable(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) || exitCode(err, io.Discard) != 1 {
 			t.Errorf("run(%q) = %v, want an error containing %q and exit 1", tc.args, err, tc.want)
 		}
+	}
+}
+
+// TestTimeLadder: the defaults nest, each inside the one above it
+// (docs/CONTRACT.md): the idem client's cap, then the server's request time,
+// then the gateway's upstream time-out; a -request-timeout that reaches the
+// client's cap, or sets none, is warned about at start, naming the flag and
+// the client's option, and the defaults are not.
+func TestTimeLadder(t *testing.T) {
+	t.Parallel()
+	if !(defaultUpstreamTimeout < server.DefaultRequestTimeout && server.DefaultRequestTimeout < idem.DefaultMaxElapsed) {
+		t.Fatalf("the defaults do not nest: -upstream-timeout %v, -request-timeout %v, the client's cap %v",
+			defaultUpstreamTimeout, server.DefaultRequestTimeout, idem.DefaultMaxElapsed)
+	}
+	for _, tc := range []struct {
+		args []string
+		warn string // "" for none
+	}{
+		{nil, ""},
+		{[]string{"-request-timeout", "29s"}, ""},
+		{[]string{"-request-timeout", "30s"}, "-request-timeout 30s is not below the idem client's default cap (WithMaxElapsed 30s)"},
+		{[]string{"-request-timeout", "1m"}, "-request-timeout 1m0s is not below the idem client's default cap"},
+		{[]string{"-request-timeout", "0"}, "-request-timeout 0 sets no deadline on a protected request"},
+	} {
+		c, err := parseFlags(tc.args, io.Discard)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if got := c.ladderWarning(); tc.warn == "" && got != "" || !strings.Contains(got, tc.warn) {
+			t.Errorf("%v: warning %q, want %q", tc.args, got, tc.warn)
+		}
+	}
+}
+
+// TestBinaryWarnsOfABrokenLadder: the binary logs the warning at start, and
+// serves all the same.
+func TestBinaryWarnsOfABrokenLadder(t *testing.T) {
+	t.Parallel()
+	p := startBinary(t, "-request-timeout", "45s")
+	if !strings.Contains(p.stderr.String(), `"level":"WARN","msg":"-request-timeout 45s is not below the idem client's default cap`) {
+		t.Errorf("no warning of the ladder at start; stderr:\n%s", p.stderr)
+	}
+	q := startBinary(t)
+	if strings.Contains(q.stderr.String(), "WithMaxElapsed") {
+		t.Errorf("a warning of the ladder on the defaults; stderr:\n%s", q.stderr)
 	}
 }

@@ -48,7 +48,7 @@
 //
 // Bounds: -max-buffered-bytes (64 MiB) for the keyed request bodies held at
 // once by the whole process (past it, 503), -max-waiting (256) for the
-// duplicates waiting at once (past it, 409 at once), -request-timeout (30s)
+// duplicates waiting at once (past it, 409 at once), -request-timeout (25s, inside the idem client's 30s cap)
 // for each keyed request (its body, the store before the handler, the
 // handler's context); -max-entries and -max-bytes for the memory store,
 // -redis-scope-max-entries and -redis-scope-max-bytes for each scope's share of

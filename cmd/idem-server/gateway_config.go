@@ -75,7 +75,7 @@ func registerGatewayFlags(fs *flag.FlagSet, g *gatewayConfig) {
 	fs.BoolVar(&g.upstreamDedupes, "upstream-dedupes", false,
 		"the upstream deduplicates by the forwarded key: a retry after a lost answer or a crash may forward again")
 	fs.DurationVar(&g.upstreamTimeout, "upstream-timeout", defaultUpstreamTimeout,
-		"how long a protected request's call to the upstream may take, answer included (less than 30s)")
+		"how long a protected request's call to the upstream may take, answer included (less than -request-timeout and 30s)")
 	fs.Int64Var(&g.maxResponseBytes, "max-response-bytes", server.DefaultMaxResponseBytes,
 		"the largest upstream answer to a protected request that is recorded")
 }

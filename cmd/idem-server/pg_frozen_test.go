@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"os"
@@ -9,12 +10,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/testkit/servicetest"
 )
 
@@ -158,5 +161,60 @@ func TestBinaryFrozenPostgresAnswersWithinTheDeadline(t *testing.T) {
 	}
 	if n := paymentsCount(t, p.url, "cus_frozen"); n != "1" {
 		t.Errorf("payments after the freeze and the retry = %s, want exactly 1", n)
+	}
+}
+
+// TestBinaryDefaultsNestUnderTheClientsCap: idem-server on its defaults,
+// PostgreSQL frozen after the claim while the handler runs, and an idem client
+// on its defaults. The server's request time ends inside the client's cap
+// (docs/CONTRACT.md, the ladder), so its answer reaches the client before the
+// client gives up, and the client can tell what happened. With a request time
+// equal to the cap (30 s, before issue 37), the client's attempt was cut at
+// the very instant the server answered: it returned with no status at all.
+func TestBinaryDefaultsNestUnderTheClientsCap(t *testing.T) {
+	t.Parallel()
+	pg := startPrivatePostgres(t)
+	const app = "idem_nest"
+	p := startBinary(t, "-store", "postgres", "-postgres-url", withAppName(pg.url, app), "-chaos")
+	start := time.Now()
+	var heard, heardAfter atomic.Int64 // the first answer the client heard, and when
+	client := idem.NewClient(idem.WithOnRetry(func(_ context.Context, next idem.AttemptInfo) {
+		if next.Status != 0 && heard.CompareAndSwap(0, int64(next.Status)) {
+			heardAfter.Store(int64(time.Since(start)))
+		}
+	}))
+	type result struct {
+		resp *http.Response
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, p.url+"/payments",
+			strings.NewReader(`{"customer":"cus_nest","amount":1,"currency":"EUR"}`))
+		req.Header.Set("Idempotency-Key", "nest-1")
+		req.Header.Set("Chaos-Delay", frozenDelay.String()) // after the claim, before the business write
+		resp, err := client.Do(req)
+		done <- result{resp, err}
+	}()
+	waitInTransaction(t, pg.url, app, 1) // the claim is made: the handler runs
+	pg.signal(syscall.SIGSTOP)
+	if froze := time.Since(start); froze >= frozenDelay {
+		t.Fatalf("PostgreSQL froze %v after the request, past the handler's delay of %v", froze, frozenDelay)
+	}
+	r := <-done
+	pg.signal(syscall.SIGCONT)
+	if r.resp != nil {
+		_ = r.resp.Body.Close()
+		heard.CompareAndSwap(0, int64(r.resp.StatusCode))
+	}
+	t.Logf("after %v: the client heard %d (at %v); it returned %v", time.Since(start).Round(time.Millisecond),
+		heard.Load(), time.Duration(heardAfter.Load()).Round(time.Millisecond), r.err)
+	if heard.Load() < 500 {
+		t.Fatalf("a client on its defaults heard no answer from idem-server on its defaults (%v): the server's request time must end inside the client's cap of %v",
+			r.err, idem.DefaultMaxElapsed)
+	}
+	var e *idem.Error
+	if errors.As(r.err, &e) && e.LastStatus != int(heard.Load()) {
+		t.Errorf("the client's error says last status %d, want the %d it heard", e.LastStatus, heard.Load())
 	}
 }

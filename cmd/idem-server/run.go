@@ -42,6 +42,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, nil))
+	if w := cfg.ladderWarning(); w != "" {
+		logger.Warn(w)
+	}
 	scope, err := scopeFunc(cfg)
 	if err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
