@@ -100,6 +100,20 @@ func checkURL(flagName, v string) error {
 	return nil
 }
 
+// defaultReplayAfter is when the replay-after row retries its key when
+// -replay-after is not given: a few seconds, so that a run with no flag but
+// -url checks that a record outlives its request (a server whose records
+// vanish after a second FAILs it), within the run's announced bound. Against
+// a -ttl under twice as long, the row waits half the -ttl instead.
+const defaultReplayAfter = 5 * time.Second
+
+// flagSet reports whether the command line gave the flag name.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
 // parseFlags reads the command line. A bad one is an error wrapping
 // errUsage (flag.ErrHelp for -h), its message already written to stderr.
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -123,7 +137,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Var(&fail, "fail-H", "a header that makes the handler answer 5xx, for the 5xx row (repeatable), e.g. 'Chaos-Fail: 500'")
 	fs.DurationVar(&o.cfg.TTL, "ttl", 0, "the server's documented key expiry, for the expiry row (it waits this long plus -ttl-margin, within -max-wait) and the retention-window row")
 	fs.DurationVar(&o.cfg.TTLMargin, "ttl-margin", time.Second, "added to -ttl before the expiry row's retry")
-	fs.DurationVar(&o.cfg.ReplayAfter, "replay-after", 0, "a time after which the server still keeps a record, for the replay-after row (shorter than -ttl)")
+	fs.DurationVar(&o.cfg.ReplayAfter, "replay-after", defaultReplayAfter,
+		"a time after which the server still keeps a record, for the replay-after row (shorter than -ttl; default half of a -ttl under 10s; 0: no such row)")
 	fs.DurationVar(&o.cfg.MaxWait, "max-wait", 0, "the most the run waits on purpose, for the expiry and retention rows (default 1h plus -ttl-margin)")
 	fs.DurationVar(&o.cfg.MaxTime, "max-time", 0, "the most the whole run takes; rows not judged by then are skipped (default 10m plus the planned waits)")
 	fs.BoolVar(&o.cfg.Strict, "strict", false, "a WARN or a SKIP fails the run (exit status 1), as a FAIL does")
@@ -205,6 +220,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if o.cfg.TTL > time.Hour && o.cfg.MaxWait == 0 {
 		return fail2("-ttl %v is more than an hour: give -max-wait, the most the run may wait on purpose (the expiry row needs %v; the retention rows fit in any)",
 			o.cfg.TTL, o.cfg.TTL+o.cfg.TTLMargin)
+	}
+	if !flagSet(fs, "replay-after") && o.cfg.TTL > 0 && o.cfg.TTL <= 2*defaultReplayAfter {
+		o.cfg.ReplayAfter = o.cfg.TTL / 2 // the default would not fit in the retention given
 	}
 	if o.cfg.ReplayAfter < 0 || o.cfg.TTL > 0 && o.cfg.ReplayAfter >= o.cfg.TTL {
 		return fail2("-replay-after %v: want a positive duration shorter than -ttl %v", o.cfg.ReplayAfter, o.cfg.TTL)

@@ -85,8 +85,15 @@ func TestBadCommandLines(t *testing.T) {
 // tinyServer is a minimal, correct idempotency layer for the command's
 // tests: one key, one stored answer, scoped by Authorization.
 func tinyServer(t *testing.T, flawed bool) *httptest.Server {
+	return tinyServerKeeping(t, flawed, 0)
+}
+
+// tinyServerKeeping is tinyServer whose records expire keep after they were
+// made (0: never).
+func tinyServerKeeping(t *testing.T, flawed bool, keep time.Duration) *httptest.Server {
 	var mu sync.Mutex
 	stored := map[string][]byte{}
+	made := map[string]time.Time{}
 	bodies := map[string]string{}
 	n := 0
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -104,6 +111,9 @@ func tinyServer(t *testing.T, flawed bool) *httptest.Server {
 		id := r.Method + "|" + r.Header.Get("Authorization") + "|" + key
 		body, _ := io.ReadAll(r.Body)
 		body = append(body, r.URL.RawQuery...) // the request is its body and its query
+		if keep > 0 && time.Since(made[id]) > keep {
+			delete(stored, id)
+		}
 		if b, ok := stored[id]; ok {
 			if bodies[id] != string(body) && !flawed {
 				http.Error(w, "another body", http.StatusUnprocessableEntity)
@@ -116,7 +126,7 @@ func tinyServer(t *testing.T, flawed bool) *httptest.Server {
 		}
 		n++
 		b := fmt.Appendf(nil, `{"n":%d}`, n)
-		stored[id], bodies[id] = b, string(body)
+		stored[id], bodies[id], made[id] = b, string(body), time.Now()
 		w.WriteHeader(http.StatusCreated)
 		_, _ = w.Write(b)
 	}))
@@ -153,8 +163,9 @@ func TestExitStatusAndOutputs(t *testing.T) {
 			}
 			// 1 missing-key, 2 replay, 3 mismatch, 2×(1 field + the
 			// query), 2+2 in-progress, 1+60 lease, 2 5xx, 3 scope, 5
-			// invalid keys, 3 two-key-lines, 3 quoted.
-			if !strings.Contains(stderr, "sending at most 213 requests, all to POST "+tc.url+", within 10m0s (waiting 0s of it on purpose)") {
+			// invalid keys, 3 two-key-lines, 3 quoted, 2 replay-after
+			// (5s on purpose, with no flag).
+			if !strings.Contains(stderr, "sending at most 215 requests, all to POST "+tc.url+", within 10m5s (waiting 5s of it on purpose)") {
 				t.Errorf("stderr does not announce the bound: %q", stderr)
 			}
 			if !strings.Contains(stdout, "VERDICT  CHECK") || !strings.Contains(stdout, "draft-07") {
@@ -226,11 +237,46 @@ func decodeReport(t *testing.T, what string, data []byte) report {
 
 // -X with a list runs every row for each method; -strict fails a run with a
 // WARN or a SKIP (the tiny server's rows that need settings skip).
+// TestDefaultRunChecksRetention: with no flag but -url, a run checks that a
+// record still replays a few seconds after it was made: against a server
+// whose records vanish after a second it FAILs the replay-after row and exits
+// 1, within the bound it announced; a server that keeps them passes it.
+func TestDefaultRunChecksRetention(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		keep    time.Duration
+		code    int
+		verdict string
+	}{{"records kept", 0, 0, "PASS"}, {"records gone after 1s", time.Second, 1, "FAIL"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := tinyServerKeeping(t, false, tc.keep)
+			start := time.Now()
+			code, stdout, stderr := runCmd(t, "-url", srv.URL, "-json")
+			if code != tc.code {
+				t.Fatalf("status %d, want %d\n%s\n%s", code, tc.code, stdout, stderr)
+			}
+			if !strings.Contains(stderr, "(waiting 5s of it on purpose)") {
+				t.Errorf("the bound announced does not count the replay-after row's wait: %q", stderr)
+			}
+			if took := time.Since(start); took < 5*time.Second || took > 10*time.Minute+5*time.Second {
+				t.Errorf("the run took %v, want the 5s wait and within the announced bound", took)
+			}
+			for _, row := range decodeReport(t, "-json", []byte(stdout)).Rows {
+				if row.ID == "replay-after" && row.Verdict != tc.verdict {
+					t.Errorf("replay-after: %s, want %s", row.Verdict, tc.verdict)
+				}
+			}
+		})
+	}
+}
+
 func TestMethodsAndStrict(t *testing.T) {
 	srv := tinyServer(t, false)
 	args := []string{"-url", srv.URL, "-body", `{"amount":1}`, "-H", "Authorization: Bearer a", "-X", "POST,put", "-json"}
 	code, stdout, stderr := runCmd(t, args...)
-	if code != 0 || !strings.Contains(stderr, "sending at most 426 requests, all to POST,PUT "+srv.URL) {
+	if code != 0 || !strings.Contains(stderr, "sending at most 430 requests, all to POST,PUT "+srv.URL) {
 		t.Fatalf("status %d, stderr %q", code, stderr)
 	}
 	rep := decodeReport(t, "-json", []byte(stdout))
