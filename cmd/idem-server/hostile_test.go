@@ -210,6 +210,43 @@ func TestBinaryHostHeadersAddNoSeries(t *testing.T) {
 	}
 }
 
+// holdKey sends a request of body to url under a key of its own, whose
+// handler takes delay (Chaos-Delay), and returns once that request holds its
+// key, with the key and the channel its status comes on. It knows the key is
+// held when a probe with the key and another body is told the key is in use
+// (422 key-reused); a probe that comes first claims the key itself and is
+// refused by the handler (422 invalid payment), which releases it. The
+// request itself, arriving while a probe holds the key, is refused as
+// another body under a used key: on a loaded machine it can be, and then the
+// probes would never see the key held again. holdKey then tries another key,
+// up to 10 times.
+func holdKey(t *testing.T, url, body, delay string) (string, <-chan int) {
+	t.Helper()
+	for try := range 10 {
+		key := "held-" + strconv.Itoa(try)
+		first := make(chan int, 1)
+		go func() {
+			resp, _ := doRequest(t, http.MethodPost, url, key, body, http.Header{"Chaos-Delay": {delay}})
+			first <- resp.StatusCode
+		}()
+		for {
+			_, b := doRequest(t, http.MethodPost, url, key, `{}`, nil)
+			if strings.Contains(string(b), server.ProblemMismatch) {
+				return key, first
+			}
+			if !strings.Contains(string(b), payments.ProblemInvalidValue) {
+				t.Fatalf("a probe of the key: %s", b)
+			}
+			if len(first) > 0 {
+				t.Logf("the request of %s was answered %d before it held its key (a probe held it): another key", key, <-first)
+				break
+			}
+		}
+	}
+	t.Fatal("in 10 tries the request never held its key before a probe did")
+	return "", nil
+}
+
 // TestBinaryDuplicatesWaitingAreBounded: duplicates of one slow request wait
 // only up to -max-waiting at once; the others are answered 409 at once, with
 // Retry-After, instead of each holding a goroutine, a connection and its body
@@ -219,24 +256,7 @@ func TestBinaryDuplicatesWaitingAreBounded(t *testing.T) {
 	const waiters, dups = 5, 50
 	p := startBinary(t, "-chaos", "-max-waiting", strconv.Itoa(waiters))
 	body := `{"customer":"c","amount":1,"currency":"EUR"}`
-	first := make(chan int, 1)
-	go func() {
-		resp, _ := doRequest(t, http.MethodPost, p.url+"/payments", "dup", body, http.Header{"Chaos-Delay": {"3s"}})
-		first <- resp.StatusCode
-	}()
-	// The first holds the key once a request with the key and another body
-	// is told the key is in use (422 key-reused); before that, it claims the
-	// key itself, and is refused by the handler (422 invalid payment), which
-	// releases the key.
-	for {
-		_, b := doRequest(t, http.MethodPost, p.url+"/payments", "dup", `{}`, nil)
-		if strings.Contains(string(b), server.ProblemMismatch) {
-			break
-		}
-		if !strings.Contains(string(b), payments.ProblemInvalidValue) {
-			t.Fatalf("a probe of the key: %s", b)
-		}
-	}
+	key, first := holdKey(t, p.url+"/payments", body, "3s")
 	type answer struct {
 		code  int
 		after time.Duration
@@ -246,7 +266,7 @@ func TestBinaryDuplicatesWaitingAreBounded(t *testing.T) {
 	var wg sync.WaitGroup
 	for range dups {
 		wg.Go(func() {
-			resp, _ := doRequest(t, http.MethodPost, p.url+"/payments", "dup", body, nil)
+			resp, _ := doRequest(t, http.MethodPost, p.url+"/payments", key, body, nil)
 			answers <- answer{resp.StatusCode, time.Since(start)}
 		})
 	}
