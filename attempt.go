@@ -20,8 +20,7 @@ const drainLimit = 64 << 10
 type attemptResult struct {
 	outcome
 	resp       *http.Response
-	refusal    refusal // why the operation ended on it, when it did
-	superseded bool    // a late attempt answered while this one was made (see late.go)
+	superseded bool // a late attempt answered while this one was made (see late.go)
 }
 
 // keyedHeader returns a copy of the caller's header for a keyed attempt: with

@@ -45,15 +45,6 @@ type AttemptInfo struct {
 	RetryAfter time.Duration
 }
 
-// Reasons for a retry: the values of AttemptInfo.Reason.
-const (
-	reasonNetwork        = retry.ReasonNetwork
-	reasonAttemptTimeout = retry.ReasonAttemptTimeout
-	reasonStatus         = retry.ReasonStatus
-	reasonInProgress     = retry.ReasonInProgress
-	reasonCustom         = retry.ReasonCustom
-)
-
 // attemptCtxKey is the context key under which an attempt's request carries
 // its AttemptInfo.
 type attemptCtxKey struct{}

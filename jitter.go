@@ -32,6 +32,3 @@ func (j Jitter) valid() bool {
 
 // kind is j as internal/jitter names it.
 func (j Jitter) kind() jitter.Kind { return jitter.Kind(j) }
-
-// scaleDuration returns r*d truncated, in [0, d) (see jitter.Scale).
-var scaleDuration = jitter.Scale

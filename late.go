@@ -29,9 +29,6 @@ type roundTrip struct {
 	err  error
 }
 
-// errAnswered ends a wait of the operation when a late attempt has answered.
-var errAnswered = errors.New("idem: a late attempt answered")
-
 // errOperationEnded cancels the attempts still going on when their operation
 // ends.
 var errOperationEnded = errors.New("idem: RoundTrip returned without this attempt's answer")
