@@ -104,9 +104,9 @@ func (o *operation) run(limit retry.Limit, rnd func() float64) (*http.Response, 
 		// An answer: the limit is paid back (see retry.Op.Settle). The
 		// predicate's word on the latest response is the one given when
 		// the attempt was judged: it is not asked again.
-		out := outcome{status: resp.StatusCode}.engine()
-		if resp == o.resp {
-			out = op.Last()
+		out := op.Last()
+		if resp != o.resp { // a late attempt's answer
+			out = outcome{status: resp.StatusCode}.engine()
 		}
 		op.Settle(out)
 	}
