@@ -17,7 +17,8 @@ var floors = []struct {
 	prefixes []string
 }{
 	{"ground", []string{"internal/buildversion", "internal/httpfield", "internal/jitter",
-		"internal/keyformat", "internal/problem", "internal/retry", "internal/scopecache"}},
+		"internal/keyformat", "internal/problem", "internal/retry", "internal/scopecache",
+		"internal/clientlink", "internal/serverlink"}},
 	{"library", []string{"", "server", "server/memstore", "server/chaos", "server/storetest"}},
 	{"product", []string{"internal/demo"}},
 	{"kit", []string{"server/idemtest", "internal/testkit"}},

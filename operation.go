@@ -300,8 +300,11 @@ func (o *operation) Retrying(n retry.Notice) {
 }
 
 // attemptInfo is the AttemptInfo of the attempt a.
-func (o *operation) attemptInfo(a retry.Attempt) AttemptInfo {
-	info := AttemptInfo{Number: a.Number, Reason: a.Reason, Wait: a.Wait, Poll: a.Poll, Key: o.key,
+func (o *operation) attemptInfo(a retry.Attempt) AttemptInfo { return attemptInfo(a, o.key) }
+
+// attemptInfo is the AttemptInfo of the attempt a of an operation keyed key.
+func attemptInfo(a retry.Attempt, key string) AttemptInfo {
+	info := AttemptInfo{Number: a.Number, Reason: a.Reason, Wait: a.Wait, Poll: a.Poll, Key: key,
 		Err: a.Prev.Err, RetryAfter: a.Prev.RetryAfter}
 	if a.Prev.Class != retry.NoAnswer {
 		info.Status = a.Prev.Code
