@@ -218,7 +218,7 @@ func (k *call) Attempt(a retry.Attempt) (retry.Outcome, bool) {
 	return out, false
 }
 
-// outcomeOf is the retry table of docs/CONTRACT.md §4 (gRPC): what an
+// outcomeOf is the retry table of docs/CONTRACT.md §3, over gRPC: what an
 // attempt that ended with err (nil for OK) and trailer came to, as the engine
 // sees it. cut: the attempt's own bound ended it; callerDone: the caller's
 // context has ended.

@@ -2,7 +2,7 @@
 // logical call one idempotency key and retries it only where that is safe, on
 // the retry engine and the policy (idem.Option, idem.Budget, idem.Report) of
 // the HTTP Transport, and a unary server interceptor that implements the
-// server side of the contract (docs/CONTRACT.md §4) on the same stores as the
+// server side of the contract (docs/CONTRACT.md, "Over gRPC" in §3) on the same stores as the
 // HTTP middleware (memstore, pgstore, redisstore): a missing or reused key
 // refused, a duplicate in progress told to come back, the recorded answer of
 // the first execution replayed to every retry.

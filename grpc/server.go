@@ -26,8 +26,8 @@ import (
 // (metadata MetadataKey), and store runs its handler once per key, records
 // its answer (status, details, response message, header and trailer
 // metadata) and replays it to every retry, marked by the trailer
-// MetadataReplayed. What each call gets is docs/CONTRACT.md §4, the HTTP
-// contract of §3 mapped onto status codes:
+// MetadataReplayed. What each call gets is the HTTP contract mapped onto
+// status codes (docs/CONTRACT.md, "Over gRPC" in §3):
 //
 //	no key, an invalid key               InvalidArgument (IDEMPOTENCY_KEY_MISSING, _INVALID)
 //	the key used for another request     FailedPrecondition (IDEMPOTENCY_KEY_REUSED)

@@ -48,7 +48,7 @@ func reasonOf(err error) string {
 	return ""
 }
 
-// The server side of the contract, call by call (docs/CONTRACT.md §4).
+// The server side of the contract, call by call (docs/CONTRACT.md, "Over gRPC" in §3).
 func TestServerContract(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, memstore.New(), idemgrpc.WithInProgressWait(0))

@@ -95,3 +95,8 @@ func Call(ctx context.Context, cc grpc.ClientConnInterface, method, in string, o
 	}
 	return out.GetValue(), nil
 }
+
+// Echo is a Handler that answers every call with its request's value.
+func Echo(_ context.Context, _ string, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
+	return wrapperspb.String(in.GetValue()), nil
+}
