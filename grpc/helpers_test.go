@@ -92,7 +92,7 @@ func (s *testServer) setHandler(h idemgrpctest.Handler) {
 
 // startServer starts the demo service over TCP on loopback, protected with
 // store (nil: no server interceptor), until the test ends.
-func startServer(t *testing.T, store server.Store, opts ...idemgrpc.ServerOption) *testServer {
+func startServer(t testing.TB, store server.Store, opts ...idemgrpc.ServerOption) *testServer {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -104,7 +104,7 @@ func startServer(t *testing.T, store server.Store, opts ...idemgrpc.ServerOption
 }
 
 // startBufServer starts the demo service over an in-memory connection.
-func startBufServer(t *testing.T, store server.Store, opts ...idemgrpc.ServerOption) *testServer {
+func startBufServer(t testing.TB, store server.Store, opts ...idemgrpc.ServerOption) *testServer {
 	t.Helper()
 	buf := bufconn.Listen(1 << 20)
 	s := &testServer{lis: &losingListener{Listener: buf}, buf: buf, addr: "passthrough:///bufnet"}
@@ -112,7 +112,7 @@ func startBufServer(t *testing.T, store server.Store, opts ...idemgrpc.ServerOpt
 	return s
 }
 
-func (s *testServer) serve(t *testing.T, ln net.Listener, store server.Store, opts []idemgrpc.ServerOption) {
+func (s *testServer) serve(t testing.TB, ln net.Listener, store server.Store, opts []idemgrpc.ServerOption) {
 	var chain []grpc.UnaryServerInterceptor
 	chain = append(chain, func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		if s.outer != nil {
@@ -130,16 +130,11 @@ func (s *testServer) serve(t *testing.T, ln net.Listener, store server.Store, op
 }
 
 // dial returns a client of s with idem's interceptor, under opts.
-func (s *testServer) dial(t *testing.T, opts ...idem.Option) *grpc.ClientConn {
+func (s *testServer) dial(t testing.TB, opts ...idem.Option) *grpc.ClientConn {
 	t.Helper()
 	dopts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDisableRetry(),
 		grpc.WithChainUnaryInterceptor(idemgrpc.UnaryClientInterceptor(opts...))}
-	if s.buf != nil {
-		dopts = append(dopts, grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
-			return s.buf.DialContext(ctx)
-		}))
-	}
-	cc, err := grpc.NewClient(s.addr, dopts...)
+	cc, err := grpc.NewClient(s.addr, append(dopts, s.bufDialer()...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,3 +145,13 @@ func (s *testServer) dial(t *testing.T, opts ...idem.Option) *grpc.ClientConn {
 type spbStatus = spb.Status
 
 func insecureCreds() credentials.TransportCredentials { return insecure.NewCredentials() }
+
+// bufDialer is the dial option that reaches a bufconn server, none for TCP.
+func (s *testServer) bufDialer() []grpc.DialOption {
+	if s.buf == nil {
+		return nil
+	}
+	return []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+		return s.buf.DialContext(ctx)
+	})}
+}

@@ -26,9 +26,10 @@ import (
 
 // rawClient is a client without idem's interceptor: each call is sent once,
 // with the metadata the test gives.
-func (s *testServer) rawClient(t *testing.T) *grpc.ClientConn {
+func (s *testServer) rawClient(t testing.TB) *grpc.ClientConn {
 	t.Helper()
-	cc, err := grpc.NewClient(s.addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDisableRetry())
+	cc, err := grpc.NewClient(s.addr, append(s.bufDialer(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDisableRetry())...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cc.Close() })
 	return cc
@@ -233,7 +234,7 @@ func TestServerLimits(t *testing.T) {
 // retried, and the retry gets the recorded answer: one execution.
 func TestLostAnswerIsReplayed(t *testing.T) {
 	t.Parallel()
-	for name, start := range map[string]func(*testing.T, server.Store, ...idemgrpc.ServerOption) *testServer{
+	for name, start := range map[string]func(testing.TB, server.Store, ...idemgrpc.ServerOption) *testServer{
 		"tcp": startServer, "bufconn": startBufServer,
 	} {
 		t.Run(name, func(t *testing.T) {
