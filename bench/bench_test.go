@@ -11,7 +11,7 @@ import (
 	"github.com/idemkit/idem/internal/testkit/servicetest"
 )
 
-// TestQuickRun runs every section (1 to 8) in quick mode, as `go run ./cmd/bench -quick`
+// TestQuickRun runs every section (1 to 9) in quick mode, as `go run ./cmd/bench -quick`
 // does, and checks that the outputs exist and that the invariants hold: idem's
 // client on idem's server never charges twice, and the retry budget keeps the
 // attempts per call of a storm well below MaxAttempts.
@@ -30,7 +30,7 @@ func TestQuickRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, want := range []string{"## 1.", "## 2.", "## 3.", "## 4.", "## 5.", "## 6.", "## 7.", "## 8.", "cores", "go1.", "go test -run TestQuickRun"} {
+		for _, want := range []string{"## 1.", "## 2.", "## 3.", "## 4.", "## 5.", "## 6.", "## 7.", "## 8.", "## 9.", "cores", "go1.", "go test -run TestQuickRun"} {
 			if !bytes.Contains(md, []byte(want)) {
 				t.Errorf("%s lacks %q", ResultsFile, want)
 			}

@@ -1,6 +1,7 @@
 // Package bench measures idem side by side with its peers (go-retryablehttp,
-// failsafe-go's failsafehttp, cenkalti/backoff/v4) and writes the results as
-// Markdown tables and PNG charts.
+// failsafe-go's failsafehttp, cenkalti/backoff/v4, go-grpc-middleware's
+// retry interceptor) and writes the results as Markdown tables and PNG
+// charts.
 //
 // It is its own module, so the root module never depends on the peers or on
 // gonum/plot. One command runs every section and writes results/RESULTS.md:
@@ -34,4 +35,8 @@
 //     (cmd/idem-server/gateway) on the memory and Redis stores against a plain
 //     httputil.ReverseProxy, in front of one loopback upstream, as ratios in
 //     the same run (GatewayCost).
+//  9. A gRPC call's cost on the success path: idem's client interceptor, and
+//     its client and server interceptors on the memory store, against a bare
+//     call and go-grpc-middleware's retry interceptor, on loopback TCP, as
+//     ratios in the same run (GRPCCost).
 package bench

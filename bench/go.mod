@@ -5,9 +5,11 @@ go 1.26.0
 require (
 	github.com/cenkalti/backoff/v4 v4.3.0
 	github.com/failsafe-go/failsafe-go v0.9.8
+	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4
 	github.com/hashicorp/go-retryablehttp v0.7.8
 	github.com/idemkit/idem v0.1.0
 	github.com/idemkit/idem/cmd/idem-server v0.1.0
+	github.com/idemkit/idem/grpc v0.1.0
 	github.com/idemkit/idem/internal/demo/pgledger v0.1.0
 	github.com/idemkit/idem/otel v0.1.0
 	github.com/idemkit/idem/server/pgstore v0.1.0
@@ -19,6 +21,13 @@ require (
 	go.opentelemetry.io/otel/sdk/metric v1.47.0
 	go.opentelemetry.io/otel/trace v1.47.0
 	gonum.org/v1/plot v0.17.0
+	google.golang.org/grpc v1.83.2
+	google.golang.org/protobuf v1.36.12
+)
+
+require (
+	golang.org/x/net v0.59.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc // indirect
 )
 
 require (

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strings"
 )
 
@@ -60,4 +61,37 @@ func loadAvg() string {
 		return "unknown"
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// peers are the modules the bench measures idem against, and what of each.
+var peers = []struct{ path, what string }{
+	{"github.com/hashicorp/go-retryablehttp", ""},
+	{"github.com/failsafe-go/failsafe-go", "failsafehttp"},
+	{"github.com/cenkalti/backoff/v4", ""},
+	{"github.com/grpc-ecosystem/go-grpc-middleware/v2", "interceptors/retry"},
+	{"google.golang.org/grpc", "the gRPC transport of section 9"},
+}
+
+// peerVersions names each peer with the version this binary was built with
+// (from its build information; "version unknown" without it).
+func peerVersions() string {
+	versions := map[string]string{}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			versions[d.Path] = d.Version
+		}
+	}
+	var parts []string
+	for _, p := range peers {
+		v := versions[p.path]
+		if v == "" {
+			v = "version unknown"
+		}
+		s := p.path + " " + v
+		if p.what != "" {
+			s += " (" + p.what + ")"
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, ", ")
 }

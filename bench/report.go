@@ -26,8 +26,7 @@ func (r *Report) Markdown() string {
 		r.Machine.Cores, r.Machine.GOMAXPROCS, r.Machine.GoVersion)
 	w("- Load average when the run started: %s (other work on the machine skews the timings)\n", r.Machine.LoadAvg)
 	w("- Mode: %s\n", mode)
-	w("- Peers: github.com/hashicorp/go-retryablehttp v0.7.8, github.com/failsafe-go/failsafe-go v0.9.8 (failsafehttp), " +
-		"github.com/cenkalti/backoff/v4 v4.3.0. Clients and servers run in one process on loopback.\n\n")
+	w("- Peers: %s. Clients and servers run in one process on loopback.\n\n", peerVersions())
 	if r.Overhead != nil {
 		r.writeOverhead(w)
 	}
@@ -51,6 +50,9 @@ func (r *Report) Markdown() string {
 	}
 	if r.Gateway != nil {
 		r.writeGateway(w)
+	}
+	if r.GRPC != nil {
+		r.writeGRPC(w)
 	}
 	return b.String()
 }

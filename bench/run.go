@@ -22,7 +22,7 @@ type Config struct {
 	// Revision names the code measured (a commit), quoted in RESULTS.md when
 	// set.
 	Revision string
-	// Sections lists the sections to run (1 to 8); empty means all.
+	// Sections lists the sections to run (1 to 9); empty means all.
 	Sections []int
 	// Stores selects the stores section 5 measures by the start of their
 	// names, ignoring case ("postgres" is PostgreSQL directly and through
@@ -54,6 +54,8 @@ type Report struct {
 	OTelCfg    OTelCostConfig
 	Gateway    *GatewayCostResult
 	GatewayCfg GatewayCostConfig
+	GRPC       *GRPCCostResult
+	GRPCCfg    GRPCCostConfig
 	// Charts lists the PNG files written, relative to Out.
 	Charts []string
 }
@@ -74,8 +76,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("bench: Run: Out must be set")
 	}
 	for _, s := range cfg.Sections {
-		if s < 1 || s > 8 {
-			return nil, fmt.Errorf("bench: Run: no section %d (sections are 1 to 8)", s)
+		if s < 1 || s > 9 {
+			return nil, fmt.Errorf("bench: Run: no section %d (sections are 1 to 9)", s)
 		}
 	}
 	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
@@ -92,20 +94,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	var err error
 
 	if want(1) {
-		logf("1/8 client overhead (%d rounds of blocks of about %v)", p.overhead.Rounds, p.overhead.Block)
+		logf("1/9 client overhead (%d rounds of blocks of about %v)", p.overhead.Rounds, p.overhead.Block)
 		if rep.Overhead, err = RunOverhead(p.overhead, OverheadContenders()); err != nil {
 			return nil, err
 		}
 	}
 	if want(2) {
-		logf("2/8 correctness under faults (%d payments per client and scenario)", p.faults.Ops)
+		logf("2/9 correctness under faults (%d payments per client and scenario)", p.faults.Ops)
 		rep.FaultCfg = p.faults
 		if rep.Faults, err = RunFaults(ctx, p.faults, FaultClients()); err != nil {
 			return nil, err
 		}
 	}
 	if want(3) {
-		logf("3/8 jitter: contention simulation (%d runs per point)", p.contention.Runs)
+		logf("3/9 jitter: contention simulation (%d runs per point)", p.contention.Runs)
 		rep.ContCfg = p.contention
 		rep.Contention = RunContention(p.contention, ContentionStrategies())
 		if err := writeContentionCharts(cfg.Out, rep.Contention); err != nil {
@@ -114,7 +116,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Charts = append(rep.Charts, ChartContentionCalls, ChartContentionTime)
 	}
 	if want(4) {
-		logf("4/8 retry storm (%v outage at %d calls/s)", p.storm.Outage, p.storm.Rate)
+		logf("4/9 retry storm (%v outage at %d calls/s)", p.storm.Outage, p.storm.Rate)
 		st, err := RunStorm(ctx, p.storm)
 		if err != nil {
 			return nil, err
@@ -126,7 +128,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Charts = append(rep.Charts, ChartStorm)
 	}
 	if want(5) {
-		logf("5/8 server throughput (%d workers, %d rounds of %v per row)", p.server.Workers, p.server.Rounds, p.server.Duration)
+		logf("5/9 server throughput (%d workers, %d rounds of %v per row)", p.server.Workers, p.server.Rounds, p.server.Duration)
 		rep.ServerCfg = p.server
 		sl, err := RunServerLoad(ctx, p.server, selectStores(ServerStores(), cfg.Stores))
 		if err != nil {
@@ -141,27 +143,36 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	if want(6) {
-		logf("6/8 a server that does not implement keys (%d scenarios, the clients of a scenario at once)", len(p.foreign.Scenarios))
+		logf("6/9 a server that does not implement keys (%d scenarios, the clients of a scenario at once)", len(p.foreign.Scenarios))
 		rep.ForeignCfg = p.foreign
 		if rep.Foreign, err = RunForeign(ctx, p.foreign, ForeignClients()); err != nil {
 			return nil, err
 		}
 	}
 	if want(7) {
-		logf("7/8 the cost of OpenTelemetry (%d rounds of batches of about %v)", p.otel.Rounds, p.otel.Batch)
+		logf("7/9 the cost of OpenTelemetry (%d rounds of batches of about %v)", p.otel.Rounds, p.otel.Batch)
 		rep.OTelCfg = p.otel
 		if rep.OTel, err = RunOTelCost(p.otel); err != nil {
 			return nil, err
 		}
 	}
 	if want(8) {
-		logf("8/8 the gateway's cost (%d rounds of batches of about %v)", p.gateway.Rounds, p.gateway.Batch)
+		logf("8/9 the gateway's cost (%d rounds of batches of about %v)", p.gateway.Rounds, p.gateway.Batch)
 		rep.GatewayCfg = p.gateway
 		gw, err := RunGatewayCost(ctx, p.gateway)
 		if err != nil {
 			return nil, err
 		}
 		rep.Gateway = &gw
+	}
+	if want(9) {
+		logf("9/9 a gRPC call's cost (%d rounds of batches of about %v)", p.grpc.Rounds, p.grpc.Batch)
+		rep.GRPCCfg = p.grpc
+		g, err := RunGRPCCost(ctx, p.grpc)
+		if err != nil {
+			return nil, err
+		}
+		rep.GRPC = &g
 	}
 	rep.Elapsed = time.Since(rep.Started)
 	path := filepath.Join(cfg.Out, ResultsFile)
@@ -195,6 +206,7 @@ type params struct {
 	foreign    ForeignConfig
 	otel       OTelCostConfig
 	gateway    GatewayCostConfig
+	grpc       GRPCCostConfig
 }
 
 // paramsFor returns the full run's settings, or the quick run's.
@@ -213,6 +225,7 @@ func paramsFor(quick bool) params {
 		// enough that the run's connections stay well under the ephemeral
 		// ports of one loopback address.
 		gateway: GatewayCostConfig{Batch: 20 * time.Millisecond, Rounds: 31},
+		grpc:    GRPCCostConfig{Batch: 40 * time.Millisecond, Rounds: 61},
 	}
 	if !quick {
 		return p
@@ -220,6 +233,7 @@ func paramsFor(quick bool) params {
 	p.overhead = OverheadConfig{Block: 10 * time.Millisecond, Rounds: 3}
 	p.otel = OTelCostConfig{Batch: 5 * time.Millisecond, Rounds: 3}
 	p.gateway = GatewayCostConfig{Batch: 5 * time.Millisecond, Rounds: 3}
+	p.grpc = GRPCCostConfig{Batch: 5 * time.Millisecond, Rounds: 3}
 	p.faults.Ops, p.faults.Concurrency = 30, 15
 	p.contention.Clients = []int{1, 10, 20, 30, 40, 50}
 	p.contention.Runs = 10

@@ -23,7 +23,7 @@ import (
 func main() {
 	quick := flag.Bool("quick", false, "CI-sized smoke run (about 90 s)")
 	out := flag.String("out", "results", "directory for RESULTS.md and the charts")
-	sections := flag.String("sections", "", "comma-separated sections to run, 1 to 8 (default all)")
+	sections := flag.String("sections", "", "comma-separated sections to run, 1 to 9 (default all)")
 	stores := flag.String("stores", "", "comma-separated stores section 5 measures, by the start of their names (postgres,redis; default all)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.Parse()
