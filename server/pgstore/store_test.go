@@ -393,8 +393,13 @@ func TestDoConnectionLostAfterBusinessWriteLeavesNeither(t *testing.T) {
 		if err := pgstore.Tx(ctx).QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
 			t.Errorf("pid: %v", err)
 		}
-		if _, err := e.pool.Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
-			t.Errorf("terminate: %v", err)
+		// With a timeout, pg_terminate_backend returns once the backend has
+		// exited, its locks released: without one it only signals, and the
+		// retry below could find the claim's lock still held (in progress)
+		// by a backend whose client had already seen its connection end.
+		var ended bool
+		if err := e.pool.QueryRow(ctx, "SELECT pg_terminate_backend($1, 20000)", pid).Scan(&ended); err != nil || !ended {
+			t.Errorf("terminate: %v, %v; want the backend ended", ended, err)
 		}
 		return &server.Response{Status: 201}, true
 	})
