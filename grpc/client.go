@@ -204,7 +204,7 @@ func (k *call) Attempt(a retry.Attempt) (retry.Outcome, bool) {
 	var trailer metadata.MD
 	opts := append(k.opts[:len(k.opts):len(k.opts)], grpc.Trailer(&trailer))
 	err := k.invoker(ctx, k.method, k.req, k.reply, k.cc, opts...)
-	cut := err != nil && k.ctx.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded)
+	cut := err != nil && k.ctx.Err() == nil && (errors.Is(ctx.Err(), context.DeadlineExceeded) || a.Bound > 0 && boundPassed(ctx, k.ctx))
 	cancel()
 	k.err = err
 	out := outcomeOf(err, trailer, k.key != "", cut, k.ctx.Err() != nil)
@@ -216,6 +216,20 @@ func (k *call) Attempt(a retry.Attempt) (retry.Outcome, bool) {
 		}
 	}
 	return out, false
+}
+
+// boundPassed reports whether the attempt's own deadline (attempt's, set by
+// its bound and earlier than the caller's) has passed, whether or not its
+// timer has run yet: the server was sent that deadline and may answer
+// DeadlineExceeded for it before the client's timer fires (on a loaded
+// machine, by milliseconds), and the attempt was then cut by its bound all
+// the same.
+func boundPassed(attempt, caller context.Context) bool {
+	d, _ := attempt.Deadline()
+	if cd, ok := caller.Deadline(); ok && !d.Before(cd) {
+		return false // the caller's deadline, not the bound's
+	}
+	return !time.Now().Before(d)
 }
 
 // outcomeOf is the retry table of docs/CONTRACT.md §3, over gRPC: what an
