@@ -160,30 +160,41 @@ func RunGatewayCost(ctx context.Context, cfg GatewayCostConfig) (GatewayCostResu
 	if err != nil {
 		return GatewayCostResult{}, err
 	}
-	ratios := make([][]float64, len(fronts))
-	noise := -1
+	names := make([]string, len(fronts))
 	for i, f := range fronts {
+		names[i] = f.name
+	}
+	res.Ops, res.Rounds = rounds[0][0].n, cfg.Rounds
+	res.Rows = costRows(names, rounds, GatewayPlainAgain)
+	return res, nil
+}
+
+// costRows makes the rows of sections 8 and 9 from their rounds: each
+// one's median time and allocations per request, its ratio to the first
+// (the baseline) within each round, and the p-value of those ratios against
+// noise's, the baseline measured again (1 for the baseline and noise).
+func costRows(names []string, rounds [][]blockResult, noise string) []GatewayCostRow {
+	ratios := make([][]float64, len(names))
+	for i := range names {
 		for k, r := range rounds[i] {
 			ratios[i] = append(ratios[i], r.nsPerOp()/rounds[0][k].nsPerOp())
 		}
-		if f.name == GatewayPlainAgain {
-			noise = i
-		}
 	}
-	res.Ops, res.Rounds = rounds[0][0].n, cfg.Rounds
-	for i, f := range fronts {
-		row := GatewayCostRow{Front: f.name, Ratio: spreadOf(ratios[i]), P: 1}
+	n := slices.Index(names, noise)
+	var rows []GatewayCostRow
+	for i, name := range names {
+		row := GatewayCostRow{Front: name, Ratio: spreadOf(ratios[i]), P: 1}
 		var ns, allocs []float64
 		for _, r := range rounds[i] {
 			ns, allocs = append(ns, r.nsPerOp()), append(allocs, r.allocsPerOp())
 		}
 		row.NsPerOp, row.AllocsPerOp = median(ns), median(allocs)
-		if f.name != GatewayPlain && f.name != GatewayPlainAgain {
-			row.P = mannWhitneyP(ratios[i], ratios[noise])
+		if i != 0 && i != n {
+			row.P = mannWhitneyP(ratios[i], ratios[n])
 		}
-		res.Rows = append(res.Rows, row)
+		rows = append(rows, row)
 	}
-	return res, nil
+	return rows
 }
 
 // newGatewayFront starts front name in front of target, on a loopback

@@ -128,27 +128,11 @@ func RunGRPCCost(ctx context.Context, cfg GRPCCostConfig) (GRPCCostResult, error
 	if err != nil {
 		return GRPCCostResult{}, err
 	}
-	ratios := make([][]float64, len(callers))
-	noise := slices.Index(GRPCCallers, GRPCBareAgain)
-	for i := range callers {
-		for k, r := range rounds[i] {
-			ratios[i] = append(ratios[i], r.nsPerOp()/rounds[0][k].nsPerOp())
-		}
-	}
-	res := GRPCCostResult{Ops: rounds[0][0].n, Rounds: cfg.Rounds}
+	names := make([]string, len(callers))
 	for i, c := range callers {
-		row := GatewayCostRow{Front: c.name, Ratio: spreadOf(ratios[i]), P: 1}
-		var ns, allocs []float64
-		for _, r := range rounds[i] {
-			ns, allocs = append(ns, r.nsPerOp()), append(allocs, r.allocsPerOp())
-		}
-		row.NsPerOp, row.AllocsPerOp = median(ns), median(allocs)
-		if c.name != GRPCBare && c.name != GRPCBareAgain {
-			row.P = mannWhitneyP(ratios[i], ratios[noise])
-		}
-		res.Rows = append(res.Rows, row)
+		names[i] = c.name
 	}
-	return res, nil
+	return GRPCCostResult{Ops: rounds[0][0].n, Rounds: cfg.Rounds, Rows: costRows(names, rounds, GRPCBareAgain)}, nil
 }
 
 // newGRPCCaller starts caller name's server on a loopback port and dials it.
