@@ -107,3 +107,73 @@ func TestLeaseRowTriesAgainWhenOvertaken(t *testing.T) {
 		})
 	}
 }
+
+// lateFirst is a Transport that holds back the answer to the lease row's
+// slow request (X-Long) until a duplicate of it has been answered, as a
+// loaded machine may read the answer of a handler that ran at once: the
+// duplicate, sent one step after the request was written, reaches a handler
+// already done.
+type lateFirst struct {
+	next     http.RoundTripper
+	mu       sync.Mutex
+	answered map[string]chan struct{} // per key, closed once a duplicate is answered
+}
+
+func (l *lateFirst) wait(key string) chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ch, ok := l.answered[key]
+	if !ok {
+		ch = make(chan struct{})
+		l.answered[key] = ch
+	}
+	return ch
+}
+
+func (l *lateFirst) RoundTrip(req *http.Request) (*http.Response, error) {
+	key := req.Header.Get("Idempotency-Key")
+	resp, err := l.next.RoundTrip(req)
+	ch := l.wait(key)
+	if req.Header.Get("X-Long") != "" {
+		select {
+		case <-ch:
+		case <-time.After(5 * time.Second):
+		}
+		return resp, err
+	}
+	l.mu.Lock()
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
+	l.mu.Unlock()
+	return resp, err
+}
+
+// A server that ignores the lease row's slow headers answers the slow
+// request at once; read late (a loaded machine), it leaves time for
+// duplicates, each sent after the handler was done and answered with the
+// replay. That shows nothing of a lease: the row SKIPs, saying no
+// duplicate found the operation in progress. Before, it PASSed ("one
+// execution"): once in five runs of make test with pgbench beside it.
+func TestLeaseRowSkipsWhenNoDuplicateMetTheRun(t *testing.T) {
+	t.Parallel()
+	s := newFlawedServer(t, flawIgnoresSlow)
+	cfg := s.config()
+	cfg.LeaseStep = 100 * time.Millisecond // a held duplicate: 200 ms or more, never a loopback round trip
+	cfg.Transport = &lateFirst{next: s.Client().Transport, answered: map[string]chan struct{}{}}
+	c, err := cfg.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &runner{cfg: c, counter: &countingTransport{next: c.Transport, limit: 1 << 20},
+		reads: new(atomic.Int64), waited: new(atomic.Int64), readLimit: 1 << 20}
+	r.client = &http.Client{Transport: r.counter, CheckRedirect: noRedirects}
+	for i := range 5 {
+		row := lease(context.Background(), r)[0]
+		if row.Verdict != Skip || !strings.Contains(row.Got, "no duplicate found the operation in progress") {
+			t.Fatalf("run %d: %s (%s), want a SKIP that says no duplicate found the operation in progress", i, row.Verdict, row.Got)
+		}
+	}
+}

@@ -112,9 +112,13 @@ func leaseOnce(ctx context.Context, r *runner, row Row) (_ Row, overtaken bool) 
 		}
 	}
 	var failedDups []*exchange
+	inProgress := 0 // duplicates that found the operation still running
 	for _, d := range dups {
 		if d.failed() {
 			failedDups = append(failedDups, d)
+		}
+		if heldBack(d, first, r.cfg.LeaseStep) {
+			inProgress++
 		}
 	}
 	switch {
@@ -130,6 +134,10 @@ func leaseOnce(ctx context.Context, r *runner, row Row) (_ Row, overtaken bool) 
 	case len(dups) == 0:
 		row.Verdict = Skip
 		row.Got = fmt.Sprintf("the handler ran %s, less than one step of %s: the lease headers did not make it slow", ran, r.cfg.LeaseStep)
+	case inProgress == 0:
+		row.Verdict = Skip
+		row.Got += ": no duplicate found the operation in progress (none answered 409 or held): each may have come after " +
+			"a handler already done (were the lease headers ignored?), so this shows nothing of a lease"
 	case r.cfg.Lease > 0 && first.elapsed() <= r.cfg.Lease:
 		row.Verdict = Skip
 		row.Got += fmt.Sprintf(": the run did not outlast the lease of %s (-lease): give a slower -lease-H", r.cfg.Lease)
@@ -145,6 +153,23 @@ func leaseOnce(ctx context.Context, r *runner, row Row) (_ Row, overtaken bool) 
 		}
 	}
 	return row, overtaken
+}
+
+// heldBack says that the duplicate d found the operation in progress on the
+// server: it was answered 409, or it was held until the first ended and
+// answered with the replay, its round trip two steps or more. A replay
+// that came back sooner may have been sent after a handler already done,
+// which a loaded client reads late: the row cannot tell, and does not count
+// it.
+func heldBack(d, first *exchange, step time.Duration) bool {
+	switch {
+	case d.err != nil:
+		return false
+	case d.status == http.StatusConflict:
+		return true
+	default:
+		return (d.replayed || sameAnswer(d, first)) && d.elapsed() >= 2*step
+	}
 }
 
 // statusCounts summarises answers: "12×409, 1×201 (replay marker)".
