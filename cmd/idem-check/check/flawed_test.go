@@ -219,7 +219,7 @@ func (s *flawedServer) config() Config {
 		OtherPrincipal: http.Header{"Authorization": {"Bearer bob"}},
 		Slow:           http.Header{"X-Slow": {"1"}},
 		LeaseSlow:      http.Header{"X-Long": {"1"}},
-		LeaseStep:      50 * time.Millisecond, // a held duplicate takes 100 ms or more: no loopback round trip, even loaded
+		LeaseStep:      100 * time.Millisecond, // a held duplicate takes 100 ms or more: no loopback round trip, even loaded
 		Fail:           http.Header{"X-Fail": {"1"}},
 		TTL:            flawedTTL,
 		ReplayAfter:    flawedTTL / 2,

@@ -161,7 +161,6 @@ func TestLeaseRowSkipsWhenNoDuplicateMetTheRun(t *testing.T) {
 	t.Parallel()
 	s := newFlawedServer(t, flawIgnoresSlow)
 	cfg := s.config()
-	cfg.LeaseStep = 100 * time.Millisecond // a held duplicate: 200 ms or more, never a loopback round trip
 	cfg.Transport = &lateFirst{next: s.Client().Transport, answered: map[string]chan struct{}{}}
 	c, err := cfg.withDefaults()
 	if err != nil {

@@ -157,10 +157,10 @@ func leaseOnce(ctx context.Context, r *runner, row Row) (_ Row, overtaken bool) 
 
 // heldBack says that the duplicate d found the operation in progress on the
 // server: it was answered 409, or it was held until the first ended and
-// answered with the replay, its round trip two steps or more. A replay
-// that came back sooner may have been sent after a handler already done,
-// which a loaded client reads late: the row cannot tell, and does not count
-// it.
+// answered with the replay, its round trip a step or more (a duplicate sent
+// a step into a run of three is held two). A replay that came back sooner
+// may have been sent after a handler already done, which a loaded client
+// reads late: the row cannot tell, and does not count it.
 func heldBack(d, first *exchange, step time.Duration) bool {
 	switch {
 	case d.err != nil:
@@ -168,7 +168,7 @@ func heldBack(d, first *exchange, step time.Duration) bool {
 	case d.status == http.StatusConflict:
 		return true
 	default:
-		return (d.replayed || sameAnswer(d, first)) && d.elapsed() >= 2*step
+		return (d.replayed || sameAnswer(d, first)) && d.elapsed() >= step
 	}
 }
 
