@@ -39,13 +39,102 @@ func tidy(ctx context.Context, r *repo, host hostGoEnv, tmp, version string, wri
 	if len(untidy) > 0 {
 		return fmt.Errorf("not tidy; run make tidy:\n%s", strings.Join(untidy, "\n"))
 	}
+	var drifted []string
+	for _, m := range r.Modules {
+		ds, err := untested(ctx, r, m, logf)
+		if err != nil {
+			return err
+		}
+		for _, d := range ds {
+			drifted = append(drifted, fmt.Sprintf("./%s requires %s %s, but its tests run with %s in the workspace", m.Dir, d.path, d.required, d.tested))
+		}
+	}
+	if len(drifted) > 0 {
+		return fmt.Errorf("what a stranger builds is not what CI tests; run make tidy:\n\t%s", strings.Join(drifted, "\n\t"))
+	}
 	return nil
+}
+
+// A drift is a module that a module of ours builds at one version in the
+// workspace, where CI runs its tests, and requires at another.
+type drift struct{ path, required, tested string }
+
+// untested returns the drifts of m: the modules its packages and their
+// tests use at another version in the workspace (which selects, for each
+// module, the highest any of our modules requires) than m's go.mod
+// requires. A tidy go.mod requires every module its packages need at the
+// version selected, so it is the build list a stranger gets: a drift is a
+// version that stranger builds and CI never tested.
+func untested(ctx context.Context, r *repo, m *gomod, logf func(string, ...any)) ([]drift, error) {
+	ws := &goEnv{env: os.Environ(), base: r.Root, logf: logf}
+	out, err := ws.run(ctx, filepath.Join(r.Root, filepath.FromSlash(m.Dir)), "list", "-deps", "-test",
+		"-f", "{{with .Module}}{{.Path}} {{.Version}}{{end}}", "./...")
+	if err != nil {
+		return nil, err
+	}
+	required := map[string]string{}
+	for _, req := range m.File.Require {
+		required[req.Mod.Path] = req.Mod.Version
+	}
+	seen := map[string]bool{}
+	var ds []drift
+	for line := range strings.SplitSeq(out, "\n") {
+		path, version, ok := strings.Cut(line, " ")
+		if !ok || version == "" || seen[path] || isOurs(r.rootPath(), path) {
+			continue // a main module of the workspace, or ours (required at the release's version)
+		}
+		seen[path] = true
+		if v, ok := required[path]; ok && v != version {
+			ds = append(ds, drift{path: path, required: v, tested: version})
+		}
+	}
+	return ds, nil
 }
 
 // tidyWrite runs go mod tidy in every module until nothing changes: a module
 // tidied changes what the test proxy serves to the modules requiring it, so
 // each pass has a proxy and a module cache of its own.
+//
+// Then each module requires the versions its tests run with in the
+// workspace (see untested), and is tidied again.
 func tidyWrite(ctx context.Context, r *repo, host hostGoEnv, tmp, version string, logf func(string, ...any)) error {
+	for round := 1; ; round++ {
+		if err := tidyPasses(ctx, r, host, filepath.Join(tmp, fmt.Sprint("round", round)), version, logf); err != nil {
+			return err
+		}
+		var err error
+		if r, err = loadRepo(r.Root); err != nil {
+			return err
+		}
+		edited := false
+		for _, m := range r.Modules {
+			ds, err := untested(ctx, r, m, logf)
+			if err != nil {
+				return err
+			}
+			for _, d := range ds {
+				logf("   ./%s: %s %s, as its tests run with (was %s)", m.Dir, d.path, d.tested, d.required)
+				ws := &goEnv{env: os.Environ(), base: r.Root, logf: logf}
+				if _, err := ws.run(ctx, filepath.Join(r.Root, filepath.FromSlash(m.Dir)), "mod", "edit", "-require="+d.path+"@"+d.tested); err != nil {
+					return err
+				}
+				edited = true
+			}
+		}
+		switch {
+		case !edited:
+			return nil
+		case round == 3:
+			return fmt.Errorf("the modules still require other versions than the workspace tests after 3 rounds")
+		}
+		if r, err = loadRepo(r.Root); err != nil {
+			return err
+		}
+	}
+}
+
+// tidyPasses runs go mod tidy in every module until nothing changes.
+func tidyPasses(ctx context.Context, r *repo, host hostGoEnv, tmp, version string, logf func(string, ...any)) error {
 	for pass := 1; pass <= 5; pass++ {
 		e, err := tidyEnv(r, host, filepath.Join(tmp, fmt.Sprint("tidy", pass)), version, logf)
 		if err != nil {
