@@ -60,8 +60,8 @@ test-module/%:
 
 # -trimpath, as the release check and make dist build: their build cache
 # entries are then the same (they do not depend on where the module cache or
-# the tree is), so the release check finds compiled what vet compiled, where
-# without it a cold machine compiles every dependency once more for it.
+# the tree is), so one finds compiled what the other compiled. CI's go vet is
+# the release check's, of every module as published (.ci/run).
 vet:
 	@set -e; for m in $(MODULES); do \
 		echo "== go vet ./... in $$m"; \
@@ -85,6 +85,8 @@ tidy:
 	.ci/worksum write
 
 # Installs staticcheck $(STATICCHECK_VERSION) when it is missing or another version.
+# staticcheck compiles the dependencies it reads (go list -export); with -trimpath,
+# as vet and the release check, it shares those compiles with them.
 staticcheck:
 	@if ! "$(STATICCHECK)" -version 2>/dev/null | grep -qF "($(STATICCHECK_VERSION:v%=%))"; then \
 		echo "== go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)"; \
@@ -92,7 +94,7 @@ staticcheck:
 	fi
 	@fail=0; for m in $(MODULES); do \
 		echo "== staticcheck ./... in $$m"; \
-		out=$$(cd $$m && "$(STATICCHECK)" ./... 2>&1) || fail=1; \
+		out=$$(cd $$m && GOFLAGS=-trimpath "$(STATICCHECK)" ./... 2>&1) || fail=1; \
 		[ -z "$$out" ] || printf '%s\n' "$$out" | sed "s|^|$$m/|; s|^\./||"; \
 	done; exit $$fail
 
