@@ -162,6 +162,19 @@ func TestLeaseRowSkipsWhenNoDuplicateMetTheRun(t *testing.T) {
 	s := newFlawedServer(t, flawIgnoresSlow)
 	cfg := s.config()
 	cfg.Transport = &lateFirst{next: s.Client().Transport, answered: map[string]chan struct{}{}}
+	r := rowRunner(t, cfg)
+	for i := range 5 {
+		row := lease(context.Background(), r)[0]
+		if row.Verdict != Skip || !strings.Contains(row.Got, "no duplicate found the operation in progress") {
+			t.Fatalf("run %d: %s (%s), want a SKIP that says no duplicate found the operation in progress", i, row.Verdict, row.Got)
+		}
+	}
+}
+
+// rowRunner is a runner of one row's function, with cfg's defaults and no
+// bound a row could reach.
+func rowRunner(t *testing.T, cfg Config) *runner {
+	t.Helper()
 	c, err := cfg.withDefaults()
 	if err != nil {
 		t.Fatal(err)
@@ -169,10 +182,36 @@ func TestLeaseRowSkipsWhenNoDuplicateMetTheRun(t *testing.T) {
 	r := &runner{cfg: c, counter: &countingTransport{next: c.Transport, limit: 1 << 20},
 		reads: new(atomic.Int64), waited: new(atomic.Int64), readLimit: 1 << 20}
 	r.client = &http.Client{Transport: r.counter, CheckRedirect: noRedirects}
-	for i := range 5 {
-		row := lease(context.Background(), r)[0]
-		if row.Verdict != Skip || !strings.Contains(row.Got, "no duplicate found the operation in progress") {
-			t.Fatalf("run %d: %s (%s), want a SKIP that says no duplicate found the operation in progress", i, row.Verdict, row.Got)
+	return r
+}
+
+// Duplicates that fail (5xx) while the slow request runs are a WARN of the
+// lease row, as before it asked for a duplicate that found the operation in
+// progress: a failed one shows no such thing, and the row must still say
+// that they failed, not SKIP.
+func TestLeaseRowWarnsOfFailedDuplicates(t *testing.T) {
+	t.Parallel()
+	answered := make(chan struct{})
+	var dups atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Long") == "" {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			if dups.Add(1) == 3 {
+				close(answered)
+			}
+			return
 		}
+		<-answered // held until the row has its duplicates (their 503s)
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer srv.Close()
+	cfg := Config{URL: srv.URL, Body: []byte(`{"a":1}`), LeaseSlow: http.Header{"X-Long": {"1"}},
+		LeaseStep: 20 * time.Millisecond, Transport: srv.Client().Transport}
+	r := rowRunner(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	row := lease(ctx, r)[0]
+	if row.Verdict != Warn || !strings.Contains(row.Got, "duplicate(s) failed") {
+		t.Fatalf("%s (%s), want a WARN that says the duplicates failed", row.Verdict, row.Got)
 	}
 }

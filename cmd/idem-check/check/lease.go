@@ -134,16 +134,16 @@ func leaseOnce(ctx context.Context, r *runner, row Row) (_ Row, overtaken bool) 
 	case len(dups) == 0:
 		row.Verdict = Skip
 		row.Got = fmt.Sprintf("the handler ran %s, less than one step of %s: the lease headers did not make it slow", ran, r.cfg.LeaseStep)
-	case inProgress == 0:
-		row.Verdict = Skip
-		row.Got += ": no duplicate found the operation in progress (none answered 409 or held): each may have come after " +
-			"a handler already done (were the lease headers ignored?), so this shows nothing of a lease"
 	case r.cfg.Lease > 0 && first.elapsed() <= r.cfg.Lease:
 		row.Verdict = Skip
 		row.Got += fmt.Sprintf(": the run did not outlast the lease of %s (-lease): give a slower -lease-H", r.cfg.Lease)
 	case len(failedDups) > 0:
 		row.Verdict, row.Evidence = Warn, evidence(first, failedDups[0])
 		row.Got += fmt.Sprintf(": %d duplicate(s) failed", len(failedDups))
+	case inProgress == 0:
+		row.Verdict = Skip
+		row.Got += ": no duplicate found the operation in progress (none answered 409 or held): each may have come after " +
+			"a handler already done (were the lease headers ignored?), so this shows nothing of a lease"
 	default:
 		row.Verdict = Pass
 		row.Got += ": one execution"
