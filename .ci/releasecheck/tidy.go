@@ -39,15 +39,13 @@ func tidy(ctx context.Context, r *repo, host hostGoEnv, tmp, version string, wri
 	if len(untidy) > 0 {
 		return fmt.Errorf("not tidy; run make tidy:\n%s", strings.Join(untidy, "\n"))
 	}
+	ds, err := drifts(ctx, r, logf)
+	if err != nil {
+		return err
+	}
 	var drifted []string
-	for _, m := range r.Modules {
-		ds, err := untested(ctx, r, m, logf)
-		if err != nil {
-			return err
-		}
-		for _, d := range ds {
-			drifted = append(drifted, fmt.Sprintf("./%s requires %s %s, but its tests run with %s in the workspace", m.Dir, d.path, d.required, d.tested))
-		}
+	for _, d := range ds {
+		drifted = append(drifted, fmt.Sprintf("./%s requires %s %s, but its tests run with %s in the workspace", d.m.Dir, d.path, d.required, d.tested))
 	}
 	if len(drifted) > 0 {
 		return fmt.Errorf("what a stranger builds is not what CI tests; run make tidy:\n\t%s", strings.Join(drifted, "\n\t"))
@@ -55,9 +53,32 @@ func tidy(ctx context.Context, r *repo, host hostGoEnv, tmp, version string, wri
 	return nil
 }
 
-// A drift is a module that a module of ours builds at one version in the
+// A drift is a module path that the module m builds at one version in the
 // workspace, where CI runs its tests, and requires at another.
-type drift struct{ path, required, tested string }
+type drift struct {
+	m                      *gomod
+	path, required, tested string
+}
+
+// drifts returns the drifts of every module of r (see untested).
+func drifts(ctx context.Context, r *repo, logf func(string, ...any)) ([]drift, error) {
+	ws := workspaceEnv(r, logf)
+	var all []drift
+	for _, m := range r.Modules {
+		ds, err := untested(ctx, ws, r, m)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, ds...)
+	}
+	return all, nil
+}
+
+// workspaceEnv is the go environment of the working tree as make test runs
+// in it: the host's, with the workspace.
+func workspaceEnv(r *repo, logf func(string, ...any)) *goEnv {
+	return &goEnv{env: os.Environ(), base: r.Root, logf: logf}
+}
 
 // untested returns the drifts of m: the modules its packages and their
 // tests use at another version in the workspace (which selects, for each
@@ -65,8 +86,7 @@ type drift struct{ path, required, tested string }
 // requires. A tidy go.mod requires every module its packages need at the
 // version selected, so it is the build list a stranger gets: a drift is a
 // version that stranger builds and CI never tested.
-func untested(ctx context.Context, r *repo, m *gomod, logf func(string, ...any)) ([]drift, error) {
-	ws := &goEnv{env: os.Environ(), base: r.Root, logf: logf}
+func untested(ctx context.Context, ws *goEnv, r *repo, m *gomod) ([]drift, error) {
 	out, err := ws.run(ctx, filepath.Join(r.Root, filepath.FromSlash(m.Dir)), "list", "-deps", "-test",
 		"-f", "{{with .Module}}{{.Path}} {{.Version}}{{end}}", "./...")
 	if err != nil {
@@ -85,7 +105,7 @@ func untested(ctx context.Context, r *repo, m *gomod, logf func(string, ...any))
 		}
 		seen[path] = true
 		if v, ok := required[path]; ok && v != version {
-			ds = append(ds, drift{path: path, required: v, tested: version})
+			ds = append(ds, drift{m: m, path: path, required: v, tested: version})
 		}
 	}
 	return ds, nil
@@ -106,23 +126,19 @@ func tidyWrite(ctx context.Context, r *repo, host hostGoEnv, tmp, version string
 		if r, err = loadRepo(r.Root); err != nil {
 			return err
 		}
-		edited := false
-		for _, m := range r.Modules {
-			ds, err := untested(ctx, r, m, logf)
-			if err != nil {
+		ds, err := drifts(ctx, r, logf)
+		if err != nil {
+			return err
+		}
+		ws := workspaceEnv(r, logf)
+		for _, d := range ds {
+			logf("   ./%s: %s %s, as its tests run with (was %s)", d.m.Dir, d.path, d.tested, d.required)
+			if _, err := ws.run(ctx, filepath.Join(r.Root, filepath.FromSlash(d.m.Dir)), "mod", "edit", "-require="+d.path+"@"+d.tested); err != nil {
 				return err
-			}
-			for _, d := range ds {
-				logf("   ./%s: %s %s, as its tests run with (was %s)", m.Dir, d.path, d.tested, d.required)
-				ws := &goEnv{env: os.Environ(), base: r.Root, logf: logf}
-				if _, err := ws.run(ctx, filepath.Join(r.Root, filepath.FromSlash(m.Dir)), "mod", "edit", "-require="+d.path+"@"+d.tested); err != nil {
-					return err
-				}
-				edited = true
 			}
 		}
 		switch {
-		case !edited:
+		case len(ds) == 0:
 			return nil
 		case round == 3:
 			return fmt.Errorf("the modules still require other versions than the workspace tests after 3 rounds")

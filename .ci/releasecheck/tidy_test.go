@@ -97,19 +97,12 @@ func TestUntested(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string][]drift{}
-	for _, m := range r.Modules {
-		ds, err := untested(context.Background(), r, m, t.Logf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got[m.Dir] = ds
+	ds, err := drifts(context.Background(), r, t.Logf)
+	if err != nil {
+		t.Fatal(err)
 	}
-	want := drift{path: "example.com/x", required: "v1.0.0", tested: "v1.1.0"}
-	if len(got["."]) != 1 || got["."][0] != want {
-		t.Errorf("untested(.) = %+v, want [%+v]", got["."], want)
-	}
-	if len(got["sub"]) != 0 {
-		t.Errorf("untested(sub) = %+v, want none: it requires what the workspace builds", got["sub"])
+	// Only the root: sub requires what the workspace builds.
+	if len(ds) != 1 || ds[0].m.Dir != "." || ds[0].path != "example.com/x" || ds[0].required != "v1.0.0" || ds[0].tested != "v1.1.0" {
+		t.Errorf("drifts = %+v, want one: . requires example.com/x v1.0.0, tested with v1.1.0", ds)
 	}
 }
