@@ -3,6 +3,7 @@ package idem
 import (
 	"context"
 	"io"
+	"maps"
 	"net/http"
 	"strconv"
 	"time"
@@ -37,9 +38,13 @@ type attemptResult struct {
 // whether to send Prefer: wait (every attempt but the first under a generated
 // key).
 func keyedHeader(src http.Header, keyValue string, prefer bool, limit time.Duration) http.Header {
-	h := make(http.Header, len(src)+2)
-	for k, vs := range src {
-		h[k] = vs[:len(vs):len(vs)]
+	// maps.Clone copies a small map's table as it is, where inserting every
+	// entry into a new map hashes each name again (BenchmarkKeyedHeader).
+	h := maps.Clone(src)
+	for k, vs := range h {
+		if cap(vs) != len(vs) {
+			h[k] = vs[:len(vs):len(vs)]
+		}
 	}
 	vals := make([]string, 0, 2) // backs the key's and Prefer's new values
 	if keyValue != "" {
@@ -47,7 +52,7 @@ func keyedHeader(src http.Header, keyValue string, prefer bool, limit time.Durat
 		h[headerKeyName] = vals[0:1:1]
 	}
 	if prefer && !prefersWait(src) {
-		vals = append(vals, "wait="+strconv.FormatInt(int64(preferWait(limit)/time.Second), 10))
+		vals = append(vals, preferValue(preferWait(limit)))
 		if p := h["Prefer"]; len(p) > 0 {
 			h["Prefer"] = append(p, vals[len(vals)-1])
 		} else {
@@ -55,6 +60,23 @@ func keyedHeader(src http.Header, keyValue string, prefer bool, limit time.Durat
 		}
 	}
 	return h
+}
+
+// preferValues holds the Prefer values of waits under a minute, which
+// preferValue hands out rather than build one per attempt.
+var preferValues = func() (v [60]string) {
+	for i := range v {
+		v[i] = "wait=" + strconv.Itoa(i)
+	}
+	return v
+}()
+
+// preferValue returns the Prefer value of a wait of d, in whole seconds.
+func preferValue(d time.Duration) string {
+	if s := int64(d / time.Second); s >= 0 && s < int64(len(preferValues)) {
+		return preferValues[s]
+	}
+	return "wait=" + strconv.FormatInt(int64(d/time.Second), 10)
 }
 
 // preferWait returns how long a server may hold an attempt that can wait

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
 )
 
 // TestFirstAttemptCapOverHTTP runs the Transport's own bound of a first
@@ -66,4 +68,54 @@ func TestFirstAttemptCapOverHTTP(t *testing.T) {
 			waitFor(t, gone, "the server never saw the attempt cancelled")
 		})
 	}
+}
+
+// TestKeyedHeaderLeavesTheCallersValuesAlone: an attempt's header is the
+// caller's values under their own names, plus the key and Prefer; a
+// RoundTripper that appends to the attempt's values (Header.Add) writes into
+// arrays of its own, never into the spare capacity of the caller's.
+func TestKeyedHeaderLeavesTheCallersValuesAlone(t *testing.T) {
+	t.Parallel()
+	backing := []string{"a", "spare", "spare"}
+	prefer := []string{"respond-async", "spare"}
+	src := http.Header{"X-List": backing[:1], "Prefer": prefer[:1]}
+	h := keyedHeader(src, "\"k\"", true, 30*time.Second)
+	h.Add("X-List", "b")
+	h.Add("Prefer", "c")
+	assert.Equal(t, []string{"a", "b"}, h["X-List"])
+	assert.Equal(t, []string{"respond-async", "wait=27", "c"}, h["Prefer"])
+	assert.Equal(t, []string{"\"k\""}, h[headerKeyName])
+	assert.Equal(t, []string{"a", "spare", "spare"}, backing, "the caller's array")
+	assert.Equal(t, []string{"respond-async", "spare"}, prefer, "the caller's array")
+	assert.Equal(t, http.Header{"X-List": {"a"}, "Prefer": {"respond-async"}}, src)
+}
+
+func TestPreferValue(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		d    time.Duration
+		want string
+	}{{0, "wait=0"}, {27 * time.Second, "wait=27"}, {59 * time.Second, "wait=59"},
+		{60 * time.Second, "wait=60"}, {3600 * time.Second, "wait=3600"}} {
+		assert.Equal(t, tc.want, preferValue(tc.d), "%v", tc.d)
+	}
+}
+
+// BenchmarkKeyedHeader: the header of a keyed attempt, with the caller's key
+// (Prefer: wait added) and with a generated one (the key added).
+func BenchmarkKeyedHeader(b *testing.B) {
+	caller := http.Header{"Content-Type": {"application/json"}, headerKeyName: {"6f1c1f0e-8a8e-4c4e-9a43-2b1d3c4e5f60"}}
+	generated := http.Header{"Content-Type": {"application/json"}}
+	b.Run("caller key", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = keyedHeader(caller, "", true, 30*time.Second)
+		}
+	})
+	b.Run("generated key", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = keyedHeader(generated, "6f1c1f0e-8a8e-4c4e-9a43-2b1d3c4e5f60", false, 30*time.Second)
+		}
+	})
 }
