@@ -73,10 +73,11 @@ var preferValues = func() (v [60]string) {
 
 // preferValue returns the Prefer value of a wait of d, in whole seconds.
 func preferValue(d time.Duration) string {
-	if s := int64(d / time.Second); s >= 0 && s < int64(len(preferValues)) {
+	s := int64(d / time.Second)
+	if s >= 0 && s < int64(len(preferValues)) {
 		return preferValues[s]
 	}
-	return "wait=" + strconv.FormatInt(int64(d/time.Second), 10)
+	return "wait=" + strconv.FormatInt(s, 10)
 }
 
 // preferWait returns how long a server may hold an attempt that can wait
