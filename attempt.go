@@ -31,32 +31,35 @@ type attemptResult struct {
 // duplicate wait for the first request answers 409 before this attempt is
 // cut. The first attempt under a key generated for this operation sends no
 // Prefer: no server can have that key in progress. A caller's own Prefer wait
-// is kept as it is. The values are the caller's own slices, capped so that an
-// append cannot write into them.
+// is kept as it is.
 //
 // keyValue is the header value to add ("" to send the caller's), and prefer says
 // whether to send Prefer: wait (every attempt but the first under a generated
-// key).
-func keyedHeader(src http.Header, keyValue string, prefer bool, limit time.Duration) http.Header {
+// key). The copy holds the caller's own value slices; spare says that one of
+// them has spare capacity (headerScan), and those are then capped, so that an
+// append to the copy (a RoundTripper's Header.Add) cannot write into the
+// caller's array. The new values are stored in vals.
+func keyedHeader(src http.Header, keyValue string, prefer bool, limit time.Duration, spare bool, vals *[2]string) http.Header {
 	// maps.Clone copies a small map's table as it is, where inserting every
 	// entry into a new map hashes each name again (BenchmarkKeyedHeader).
 	h := maps.Clone(src)
-	for k, vs := range h {
-		if cap(vs) != len(vs) {
-			h[k] = vs[:len(vs):len(vs)]
+	if spare {
+		for k, vs := range h {
+			if cap(vs) != len(vs) {
+				h[k] = vs[:len(vs):len(vs)]
+			}
 		}
 	}
-	vals := make([]string, 0, 2) // backs the key's and Prefer's new values
 	if keyValue != "" {
-		vals = append(vals, keyValue)
+		vals[0] = keyValue
 		h[headerKeyName] = vals[0:1:1]
 	}
 	if prefer && !prefersWait(src) {
-		vals = append(vals, preferValue(preferWait(limit)))
+		vals[1] = preferValue(preferWait(limit))
 		if p := h["Prefer"]; len(p) > 0 {
-			h["Prefer"] = append(p, vals[len(vals)-1])
+			h["Prefer"] = append(p, vals[1])
 		} else {
-			h["Prefer"] = vals[len(vals)-1 : len(vals) : len(vals)]
+			h["Prefer"] = vals[1:2:2]
 		}
 	}
 	return h
@@ -181,13 +184,14 @@ func (o *operation) attempt(a retry.Attempt) attemptResult {
 	nextBody := o.nextBody
 	o.nextBody = nil
 	if a.Bound <= 0 {
-		resp, err := o.next.RoundTrip(o.attemptRequest(o.ctx, a, nextBody))
+		resp, err := o.next.RoundTrip(&o.attemptRequest(o.ctx, a, nextBody).req)
 		return readResponse(a.Start, resp, err)
 	}
 	// The bound is for the response headers only.
 	ctx, cancel := context.WithCancelCause(o.ctx)
-	b := &boundedAttempt{cancel: cancel, after: a.Bound, capped: a.Capped}
-	req := o.attemptRequest(ctx, a, nextBody)
+	p := o.attemptRequest(ctx, a, nextBody)
+	req, b := &p.req, &p.bound
+	*b = boundedAttempt{cancel: cancel, after: a.Bound, capped: a.Capped}
 	if o.late != nil && !a.Capped {
 		// A keyed attempt goes on past WithAttemptTimeout (see late.go).
 		return o.attemptGoesOn(req, b, a.Start)
@@ -236,17 +240,32 @@ func readResponse(now time.Time, resp *http.Response, err error) attemptResult {
 	return r
 }
 
-// attemptRequest returns the request of the attempt a: a shallow copy of the
-// caller's with the attempt's context (carrying its AttemptInfo), the key
-// and Prefer headers and the attempt's body.
-func (o *operation) attemptRequest(ctx context.Context, a retry.Attempt, nextBody io.ReadCloser) *http.Request {
-	actx := &attemptContext{Context: ctx, info: o.attemptInfo(a)}
-	r := o.req.WithContext(actx)
+// attemptRequest returns the request of the attempt a (p.req): a shallow
+// copy of the caller's with the attempt's context (carrying its
+// AttemptInfo), the key and Prefer headers and the attempt's body.
+func (o *operation) attemptRequest(ctx context.Context, a retry.Attempt, nextBody io.ReadCloser) *attemptParts {
+	p := new(attemptParts)
+	p.ctx = attemptContext{Context: ctx, info: o.attemptInfo(a)}
+	// WithContext is inlined, and its copy of the request does not escape:
+	// the attempt's request is the one in p.
+	p.req = *o.req.WithContext(&p.ctx)
+	r := &p.req
 	if o.key != "" {
-		r.Header = keyedHeader(o.req.Header, o.header, !a.Fresh, a.Limit)
+		r.Header = keyedHeader(o.req.Header, o.header, !a.Fresh, a.Limit, o.spare, &p.vals)
 	}
 	o.body.set(r, a.Number == 1, nextBody)
-	return r
+	return p
+}
+
+// attemptParts is what an attempt's request is made of, in one allocation
+// rather than four: the request, its context, the values of the key and
+// Prefer headers it adds, and, for a bounded attempt, what bounds it. They
+// live as long as the request does.
+type attemptParts struct {
+	req   http.Request
+	ctx   attemptContext
+	vals  [2]string
+	bound boundedAttempt
 }
 
 // attemptGoesOn makes a keyed attempt bounded by WithAttemptTimeout (b.after):

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestFirstAttemptCapOverHTTP runs the Transport's own bound of a first
@@ -78,16 +79,52 @@ func TestKeyedHeaderLeavesTheCallersValuesAlone(t *testing.T) {
 	t.Parallel()
 	backing := []string{"a", "spare", "spare"}
 	prefer := []string{"respond-async", "spare"}
-	src := http.Header{"X-List": backing[:1], "Prefer": prefer[:1]}
-	h := keyedHeader(src, "\"k\"", true, 30*time.Second)
-	h.Add("X-List", "b")
-	h.Add("Prefer", "c")
-	assert.Equal(t, []string{"a", "b"}, h["X-List"])
-	assert.Equal(t, []string{"respond-async", "wait=27", "c"}, h["Prefer"])
-	assert.Equal(t, []string{"\"k\""}, h[headerKeyName])
+	src := http.Header{"X-List": backing[:1], "Prefer": prefer[:1], headerKeyName: {"\"k\""}}
+	var got http.Header
+	next := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		r.Header.Add("X-List", "b")
+		r.Header.Add("Prefer", "c")
+		got = r.Header
+		return &http.Response{StatusCode: http.StatusCreated, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+	})
+	req, err := http.NewRequest(http.MethodPost, "http://x/payments", nil)
+	require.NoError(t, err)
+	req.Header = src
+	_, err = NewTransport(next, WithMaxElapsed(30*time.Second)).RoundTrip(req)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a", "b"}, got["X-List"])
+	require.Len(t, got["Prefer"], 3)
+	assert.Equal(t, "respond-async", got["Prefer"][0])
+	assert.Regexp(t, `^wait=2[0-7]$`, got["Prefer"][1])
+	assert.Equal(t, "c", got["Prefer"][2])
+	assert.Equal(t, []string{"\"k\""}, got[headerKeyName])
 	assert.Equal(t, []string{"a", "spare", "spare"}, backing, "the caller's array")
 	assert.Equal(t, []string{"respond-async", "spare"}, prefer, "the caller's array")
-	assert.Equal(t, http.Header{"X-List": {"a"}, "Prefer": {"respond-async"}}, src)
+	assert.Equal(t, http.Header{"X-List": {"a"}, "Prefer": {"respond-async"}, headerKeyName: {"\"k\""}}, src)
+}
+
+// TestWellFormedFindsSpareCapacity: the header walk says when a value slice
+// has room past its length, which is when keyedHeader caps the copy's
+// slices; without it, the copy is the caller's map as it is.
+func TestWellFormedFindsSpareCapacity(t *testing.T) {
+	t.Parallel()
+	req, err := http.NewRequest(http.MethodPost, "http://x/payments", nil)
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Add("X-List", "a")
+	scan, ok := wellFormed(req)
+	require.True(t, ok)
+	assert.False(t, scan.spare, "Header.Set and a first Header.Add leave no room")
+	req.Header.Add("X-List", "b") // append grows the slice past its length
+	scan, ok = wellFormed(req)
+	require.True(t, ok)
+	assert.Equal(t, cap(req.Header["X-List"]) != 2, scan.spare)
+	req.Header["X-Spare"] = make([]string, 1, 4)
+	scan, _ = wellFormed(req)
+	assert.True(t, scan.spare)
+	var vals [2]string
+	h := keyedHeader(req.Header, "k", false, time.Minute, scan.spare, &vals)
+	assert.Equal(t, 1, cap(h["X-Spare"]))
 }
 
 func TestPreferValue(t *testing.T) {
@@ -109,13 +146,15 @@ func BenchmarkKeyedHeader(b *testing.B) {
 	b.Run("caller key", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			_ = keyedHeader(caller, "", true, 30*time.Second)
+			var vals [2]string
+			_ = keyedHeader(caller, "", true, 30*time.Second, false, &vals)
 		}
 	})
 	b.Run("generated key", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			_ = keyedHeader(generated, "6f1c1f0e-8a8e-4c4e-9a43-2b1d3c4e5f60", false, 30*time.Second)
+			var vals [2]string
+			_ = keyedHeader(generated, "6f1c1f0e-8a8e-4c4e-9a43-2b1d3c4e5f60", false, 30*time.Second, false, &vals)
 		}
 	})
 }

@@ -113,18 +113,20 @@ func BenchmarkTransport(b *testing.B) {
 
 // TestHotPathAllocs pins the allocations the Transport itself adds to a POST
 // that succeeds, with an in-memory next RoundTripper. A keyed attempt is a
-// copy of the caller's request with a copy of its header, to which it adds
-// Prefer: wait (and the key when the Transport adds it), and whose context
-// carries the attempt's AttemptInfo (one allocation): 6 with the key on the
-// request and a caller's deadline inside the WithMaxElapsed cap (an
-// http.Client with Timeout, or a request deadline), which bounds the attempt.
-// Without a deadline the Transport bounds the first attempt itself so that
-// the operation ends within its cap, with plain code: context.WithCancelCause
-// (2), a time.AfterFunc timer and its function, and the boundedAttempt that
-// holds the cancel function and wraps the response body (11). A generated key
-// adds uuid.NewString (2) and needs no Prefer on its first attempt (no server
-// can have it in progress): one more in all. bench/ section 1 compares the
-// same configurations with go-retryablehttp over loopback.
+// copy of the caller's request, with its context (which carries the
+// attempt's AttemptInfo) and the values of the headers it adds, in one
+// allocation (attemptParts), and a copy of the caller's header, to which it
+// adds Prefer: wait (and the key when the Transport adds it): the map and its
+// table, 3 with the key on the request and a caller's deadline inside the
+// WithMaxElapsed cap (an http.Client with Timeout, or a request deadline),
+// which bounds the attempt. Without a deadline the Transport bounds the first
+// attempt itself so that the operation ends within its cap, with plain code:
+// context.WithCancelCause (2), a time.AfterFunc timer and its function (the
+// boundedAttempt that holds the cancel function and wraps the response body
+// is in attemptParts): 7. A generated key adds its string (newKey) and needs no Prefer on
+// its first attempt (no server can have it in progress): one more in all.
+// bench/ section 1 compares the same configurations with go-retryablehttp
+// over loopback.
 func TestHotPathAllocs(t *testing.T) {
 	resp := &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody}
 	next := roundTripFunc(func(*http.Request) (*http.Response, error) { return resp, nil })
@@ -135,10 +137,10 @@ func TestHotPathAllocs(t *testing.T) {
 		deadline bool
 		max      float64
 	}{
-		{"caller key, caller deadline inside the cap", true, true, 6},
-		{"caller key, no caller deadline", true, false, 11},
-		{"generated key, caller deadline inside the cap", false, true, 7},
-		{"generated key, no caller deadline", false, false, 12},
+		{"caller key, caller deadline inside the cap", true, true, 3},
+		{"caller key, no caller deadline", true, false, 7},
+		{"generated key, caller deadline inside the cap", false, true, 4},
+		{"generated key, no caller deadline", false, false, 8},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -160,6 +162,9 @@ func TestHotPathAllocs(t *testing.T) {
 				_ = r.Body.Close()
 			})
 			t.Logf("%v allocs per POST", allocs)
+			if !tc.key && raceEnabled {
+				tc.max++ // crypto/rand.Read's buffer escapes under the race detector (newKey)
+			}
 			if allocs > tc.max {
 				t.Errorf("%v allocs per POST on the success path, want <= %v", allocs, tc.max)
 			}

@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"crypto/rand"
 	"net/http"
 	"strconv"
 	"strings"
@@ -78,6 +79,19 @@ func Replayed(resp *http.Response) bool {
 	return strings.EqualFold(strings.TrimSpace(v), "true")
 }
 
+// newKey is the default key generator: a random UUID version 4, as
+// uuid.NewString makes it from crypto/rand, with the random bytes read
+// straight into the UUID (crypto/rand.Read keeps them on the stack, where
+// uuid's reader interface moves them to the heap): the key's string is the
+// one allocation.
+func newKey() string {
+	var u uuid.UUID
+	_, _ = rand.Read(u[:])  // crypto/rand.Read never fails
+	u[6] = u[6]&0x0f | 0x40 // version 4
+	u[8] = u[8]&0x3f | 0x80 // the RFC 9562 variant
+	return u.String()
+}
+
 // keyError is an invalid key: it wraps ErrInvalidKey with where the key came
 // from and what is wrong with it.
 type keyError struct {
@@ -92,16 +106,17 @@ func (e *keyError) Error() string {
 func (e *keyError) Unwrap() error { return ErrInvalidKey }
 
 // resolveKey returns the operation's key and, when the Transport must add it
-// to the request, the header value to send. A key on the request's header is
-// used as it is (under the canonical name or any other spelling of it, never
-// sent twice); otherwise the context's key; otherwise, for POST and PATCH, a
-// generated one (generated is then true). An unkeyed operation returns "", "".
-func (c *config) resolveKey(req *http.Request) (key, header string, generated bool, err error) {
-	if vs, n := headerKey(req.Header); n > 0 {
+// to the request, the header value to send. A key on the request's header
+// (scan, from wellFormed) is used as it is (under the canonical name or any
+// other spelling of it, never sent twice); otherwise the context's key;
+// otherwise, for POST and PATCH, a generated one (generated is then true). An
+// unkeyed operation returns "", "".
+func (c *config) resolveKey(req *http.Request, scan headerScan) (key, header string, generated bool, err error) {
+	if n := scan.keys; n > 0 {
 		if n != 1 {
 			return "", "", false, &keyError{source: "header", reason: strconv.Itoa(n) + " values"}
 		}
-		key, err = parseKey(vs)
+		key, err = parseKey(scan.key)
 		return key, "", false, err
 	}
 	source := "context"
@@ -117,29 +132,6 @@ func (c *config) resolveKey(req *http.Request) (key, header string, generated bo
 		return "", "", false, &keyError{source: source, reason: err.Error()}
 	}
 	return key, header, generated, nil
-}
-
-// headerKey returns the first Idempotency-Key value of h and how many values
-// it holds, under the canonical name and under any other spelling of it (a
-// map entry set directly, such as h["idempotency-key"], is sent as well).
-func headerKey(h http.Header) (first string, n int) {
-	vs, ok := h[headerKeyName]
-	if len(vs) > 0 {
-		first, n = vs[0], len(vs)
-	}
-	if ok && len(h) == 1 {
-		return first, n
-	}
-	for k, vs := range h {
-		if k != headerKeyName && len(k) == len(headerKeyName) &&
-			strings.EqualFold(k, headerKeyName) && len(vs) > 0 {
-			if n == 0 {
-				first = vs[0]
-			}
-			n += len(vs)
-		}
-	}
-	return first, n
 }
 
 // parseKey decodes an Idempotency-Key header value with the grammar both halves

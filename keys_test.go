@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -81,5 +82,33 @@ func TestReplayed(t *testing.T) {
 	}
 	if Replayed(nil) {
 		t.Error("Replayed(nil) = true")
+	}
+}
+
+// TestNewKeyIsARandomUUIDv4: the default generator's keys parse as UUIDs of
+// version 4 and the RFC 9562 variant, in their canonical form, never repeat,
+// and cost one allocation each (not parallel: AllocsPerRun).
+func TestNewKeyIsARandomUUIDv4(t *testing.T) {
+	seen := make(map[string]bool)
+	for range 1000 {
+		k := newKey()
+		u, err := uuid.Parse(k)
+		if err != nil {
+			t.Fatalf("%q: %v", k, err)
+		}
+		if u.Version() != 4 || u.Variant() != uuid.RFC4122 || u.String() != k {
+			t.Fatalf("%q: version %v, variant %v, canonical %q", k, u.Version(), u.Variant(), u.String())
+		}
+		if seen[k] {
+			t.Fatalf("%q twice", k)
+		}
+		seen[k] = true
+	}
+	want := 1.0
+	if raceEnabled {
+		want++ // crypto/rand.Read's buffer escapes under the race detector
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = newKey() }); n > want {
+		t.Errorf("%v allocations per key, want %v", n, want)
 	}
 }

@@ -25,6 +25,7 @@ type operation struct {
 	key    string // "" when unkeyed
 	header string // Idempotency-Key value to add, "" to send req's headers
 	newKey bool   // key was generated for this operation: no server can have it in progress yet
+	spare  bool   // a value slice of req's header has spare capacity (see keyedHeader)
 	body   replayBody
 
 	attempts int            // attempts made
@@ -67,8 +68,9 @@ func (o *operation) free() {
 func (o *operation) run(limit retry.Limit, rnd func() float64) (*http.Response, error) {
 	cfg := o.cfg
 	keyed := o.key != ""
+	start := time.Now()
 	plan := retry.Plan{
-		Start:   time.Now(),
+		Start:   start,
 		Bounds:  cfg.bounds,
 		Backoff: cfg.backoff,
 		Request: retry.Request{Keyed: keyed, FreshKey: o.newKey, Repeatable: idempotentMethod(o.req.Method)},
@@ -85,6 +87,9 @@ func (o *operation) run(limit retry.Limit, rnd func() float64) (*http.Response, 
 	var err error
 	o.body, err = newReplayBody(o.ctx, o.req, cfg.bodyLimit, mayRetry)
 	plan.Request.Replayable, plan.Request.Mismatch = o.body.replayable(), o.body.mismatch
+	if o.body.kind != bodyBuffered && !o.body.mismatch {
+		plan.FirstAt = start // no body was read: the first attempt starts now
+	}
 	var op retry.Op
 	op.Init(o.ctx, plan, o)
 	var r retry.Result

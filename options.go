@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/idemkit/idem/internal/retry"
 )
 
@@ -46,7 +44,7 @@ func defaultConfig() config {
 		bounds:    retry.Bounds{MaxAttempts: 7, MaxElapsed: 30 * time.Second, MaxRetryAfter: 30 * time.Second},
 		backoff:   retry.Backoff{Jitter: FullJitter.kind(), Base: 300 * time.Millisecond, Max: 10 * time.Second},
 		autoKeys:  true,
-		keyGen:    uuid.NewString,
+		keyGen:    newKey,
 		bodyLimit: 1 << 20, // 1 MiB
 	}
 }

@@ -2,6 +2,7 @@ package idem
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -34,10 +35,22 @@ type retryQuota struct {
 	mu     sync.Mutex
 	tokens int
 	at     time.Time // the time tokens was brought up to date at
+	// full is tokens == quotaCapacity, written under mu and read without
+	// it: every operation answered at its first attempt gives a unit back,
+	// and a full bucket, the usual state, takes it without the lock.
+	full atomic.Bool
 }
 
 func newRetryQuota() *retryQuota {
-	return &retryQuota{tokens: quotaCapacity}
+	q := &retryQuota{tokens: quotaCapacity}
+	q.full.Store(true)
+	return q
+}
+
+// setTokens sets the units in the bucket. q.mu must be held.
+func (q *retryQuota) setTokens(n int) {
+	q.tokens = n
+	q.full.Store(n >= quotaCapacity)
 }
 
 // refill adds the units time has earned since q.at, up to the capacity. A
@@ -49,7 +62,7 @@ func (q *retryQuota) refill(now time.Time) {
 		return
 	}
 	if n := int64(now.Sub(q.at) / quotaRefillEvery); n > 0 {
-		q.tokens = int(min(int64(q.tokens)+n, quotaCapacity))
+		q.setTokens(int(min(int64(q.tokens)+n, quotaCapacity)))
 		q.at = q.at.Add(time.Duration(n) * quotaRefillEvery)
 		if q.tokens == quotaCapacity {
 			q.at = now
@@ -71,19 +84,22 @@ func (q *retryQuota) take(now time.Time, afterTimeout bool) int {
 	if q.tokens < cost {
 		return 0
 	}
-	q.tokens -= cost
+	q.setTokens(q.tokens - cost)
 	return cost
 }
 
 // give puts n units back at now, up to the capacity: the cost of a retry not
 // made after all, or of the retries of an operation that was answered, or the
 // credit of an operation answered at its first attempt.
+//
+// A full bucket has nothing to add, and what time it was brought up to date
+// at does not count while it is full (refill), so it is left as it is.
 func (q *retryQuota) give(now time.Time, n int) {
-	if n <= 0 {
+	if n <= 0 || q.full.Load() {
 		return
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.refill(now)
-	q.tokens = min(q.tokens+n, quotaCapacity)
+	q.setTokens(min(q.tokens+n, quotaCapacity))
 }

@@ -63,6 +63,46 @@ func TestRetryQuotaArithmetic(t *testing.T) {
 	}
 }
 
+// TestRetryQuotaFullFlag: the flag give reads without the lock is the
+// bucket's fullness after every change, and givers and takers running at
+// once leave the count every unit accounts for (run with -race).
+func TestRetryQuotaFullFlag(t *testing.T) {
+	t.Parallel()
+	q := newRetryQuota()
+	t0 := time.Now()
+	check := func(when string) {
+		t.Helper()
+		if q.full.Load() != (q.tokens == quotaCapacity) {
+			t.Errorf("%s: full %v with %d tokens", when, q.full.Load(), q.tokens)
+		}
+	}
+	check("new")
+	q.give(t0, 1)
+	check("a unit given to a full bucket")
+	q.take(t0, false)
+	check("a retry taken")
+	q.give(t0, quotaRetryCost)
+	check("the retry given back")
+
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 1000 {
+				if c := q.take(t0, false); c > 0 {
+					q.give(t0, c)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	check("after takers giving back all they took")
+	if q.tokens != quotaCapacity {
+		t.Errorf("tokens %d, want %d: every unit taken was given back", q.tokens, quotaCapacity)
+	}
+}
+
 // unavailableUntil returns a RoundTripper that answers 503 (or, with
 // refuse, fails as a refused connection does) until end on the clock, then
 // 201, and counts the attempts.
@@ -193,7 +233,8 @@ func TestRetryQuotaRefills(t *testing.T) {
 		var rep Report
 		tr := NewTransport(f, noWait(), WithOnDone(func(_ context.Context, r Report) { rep = r }))
 		q := tr.retryQuota(tr.policy())
-		q.tokens, q.at = 3, time.Now()
+		q.setTokens(3)
+		q.at = time.Now()
 		time.Sleep(250 * time.Millisecond) // one unit
 		resp, err := tr.RoundTrip(mustRequest(t, context.Background(), http.MethodGet, "http://x/", ""))
 		if err != nil {
@@ -215,7 +256,7 @@ func TestRetryQuotaRefills(t *testing.T) {
 		}
 		f.steps = []fakeStep{{status: 503}}
 		f.calls = nil
-		q.tokens = 4
+		q.setTokens(4)
 		_, err = tr.RoundTrip(mustRequest(t, context.Background(), http.MethodGet, "http://x/", ""))
 		var e *Error
 		if !errors.As(err, &e) || !errors.Is(err, ErrBudgetExhausted) || e.LastStatus != 503 {
@@ -244,7 +285,8 @@ func TestRetryQuotaSkipKeepsTheSchedule(t *testing.T) {
 			WithOnRetry(func(_ context.Context, a AttemptInfo) { infos = append(infos, a) }),
 			WithOnDone(func(_ context.Context, r Report) { rep = r }))
 		q := tr.retryQuota(tr.policy())
-		q.tokens, q.at = 0, time.Now().Add(200*time.Millisecond) // a unit short of a retry at 1s
+		q.setTokens(0)
+		q.at = time.Now().Add(200 * time.Millisecond) // a unit short of a retry at 1s
 		start := time.Now()
 		resp, err := tr.RoundTrip(mustRequest(t, context.Background(), http.MethodGet, "http://x/", ""))
 		if err != nil {
@@ -277,7 +319,7 @@ func TestRetryQuotaDoesNotPayForPolls(t *testing.T) {
 		f := &fakeRT{steps: []fakeStep{{status: 409}, {status: 409}, {status: 409}, {status: 201}}}
 		tr := NewTransport(f, noWait())
 		q := tr.retryQuota(tr.policy())
-		q.tokens = 0
+		q.setTokens(0)
 		req := mustRequest(t, ContextWithKey(context.Background(), "dup-1"), http.MethodPost, "http://x/", "body")
 		resp, err := tr.RoundTrip(req)
 		if err != nil {
@@ -314,7 +356,8 @@ func TestRetryQuotaCreditsOnlyAnswers(t *testing.T) {
 			f := &fakeRT{steps: []fakeStep{{status: tc.status}}}
 			tr := NewTransport(f, append([]Option{noWait()}, tc.opts...)...)
 			q := tr.retryQuota(tr.policy())
-			q.tokens, q.at = 100, time.Now().Add(time.Hour) // no unit earned by time during the test
+			q.setTokens(100)
+			q.at = time.Now().Add(time.Hour) // no unit earned by time during the test
 			resp, err := tr.RoundTrip(mustRequest(t, context.Background(), tc.method, "http://x/", "{}"))
 			if err != nil {
 				t.Fatal(err)
@@ -358,7 +401,8 @@ func TestRetryQuotaSkipUntilTheDeadline(t *testing.T) {
 		tr := NewTransport(f, WithBackoff(time.Second, time.Second), WithJitter(NoJitter),
 			WithOnDone(func(_ context.Context, r Report) { rep = r }))
 		q := tr.retryQuota(tr.policy())
-		q.tokens, q.at = 0, time.Now().Add(200*time.Millisecond)
+		q.setTokens(0)
+		q.at = time.Now().Add(200 * time.Millisecond)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_, err := tr.RoundTrip(mustRequest(t, ctx, http.MethodGet, "http://x/", ""))

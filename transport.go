@@ -115,14 +115,16 @@ func (t *Transport) CloseIdleConnections() {
 // passed to the next RoundTripper as it is, once, so that the caller gets its
 // error (net/http's, for the default), never a panic and never a retry.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if !wellFormed(req) {
+	scan, ok := wellFormed(req)
+	if !ok {
 		return t.transport().RoundTrip(req)
 	}
 	if crossOrigin(req) {
 		req = withoutKey(req)
+		scan.key, scan.keys = "", 0
 	}
 	cfg := t.policy()
-	key, header, generated, err := cfg.resolveKey(req)
+	key, header, generated, err := cfg.resolveKey(req, scan)
 	if err != nil {
 		closeRequestBody(req)
 		e := &Error{Key: key, Cause: err}
@@ -132,37 +134,56 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, e
 	}
 	o := newOperation(t.transport(), cfg, req, key, header, generated)
+	o.spare = scan.spare
 	resp, err := o.run(t.limit(cfg), t.random())
 	o.free()
 	return resp, err
 }
 
+// headerScan is what one walk over a request's header finds, for RoundTrip
+// and every attempt after it.
+type headerScan struct {
+	key   string // the first Idempotency-Key value, under any spelling of the name
+	keys  int    // how many Idempotency-Key values there are
+	spare bool   // a value slice has spare capacity (see keyedHeader)
+}
+
 // wellFormed reports whether req is an http or https request that idem can
 // send and retry: a URL with a host, a valid method, and header fields that
 // net/http would send. Anything else fails the same way on every attempt.
-func wellFormed(req *http.Request) bool {
+// The same walk over the header finds the request's Idempotency-Key values
+// (see headerScan), under the canonical name and under any other spelling of
+// it (a map entry set directly, such as h["idempotency-key"], is sent as
+// well).
+func wellFormed(req *http.Request) (headerScan, bool) {
+	var scan headerScan
 	if req.URL == nil || req.Header == nil || req.URL.Host == "" {
-		return false
+		return scan, false
 	}
 	switch req.URL.Scheme {
 	case "http", "https":
 	default:
-		return false
+		return scan, false
 	}
 	if req.Method != "" && !isToken(req.Method) {
-		return false
+		return scan, false
 	}
 	for k, vs := range req.Header {
 		if !isToken(k) {
-			return false
+			return scan, false
 		}
 		for _, v := range vs {
 			if !validFieldValue(v) {
-				return false
+				return scan, false
 			}
 		}
+		scan.spare = scan.spare || cap(vs) != len(vs)
+		if len(k) == len(headerKeyName) && len(vs) > 0 && (k == headerKeyName || strings.EqualFold(k, headerKeyName)) {
+			scan.key = vs[0] // the key when it is the only value; more are refused
+			scan.keys += len(vs)
+		}
 	}
-	return true
+	return scan, true
 }
 
 // isToken reports whether s is an RFC 9110 token (a method or a field name).

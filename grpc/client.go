@@ -146,8 +146,9 @@ var _ retry.Driver = (*call)(nil)
 // run has the engine carry the call out and returns what the caller gets.
 func (k *call) run(repeatable, generated bool, rnd func() float64) error {
 	p := k.policy
+	start := time.Now()
 	plan := retry.Plan{
-		Start: time.Now(), Bounds: p.Bounds, Backoff: p.Backoff, Limit: p.Limit, Host: target(k.cc), Rand: rnd,
+		Start: start, FirstAt: start, Bounds: p.Bounds, Backoff: p.Backoff, Limit: p.Limit, Host: target(k.cc), Rand: rnd,
 		Request: retry.Request{Keyed: k.key != "", FreshKey: generated, Repeatable: repeatable, Replayable: true},
 	}
 	if p.Logger != nil {

@@ -124,3 +124,43 @@ func answer(code int, custom int8) Outcome {
 	}
 	return out
 }
+
+// TestDecideStopsWithoutTheTime: when an outcome cannot be retried (Op's
+// retryable is false), Decide stops whatever Times say, so that the loop
+// need not read the clock for it (the success path): the same decision with
+// no time left, all of it, and every bound changed.
+func TestDecideStopsWithoutTheTime(t *testing.T) {
+	t.Parallel()
+	reset := errors.New("connection reset")
+	keyed := State{Keyed: true, Progress: Progress{Attempts: 1}, MaxAttempts: 5, Replayable: true}
+	for _, tc := range []struct {
+		name string
+		s    State
+		out  Outcome
+	}{
+		{"a success", keyed, answer(201, 0)},
+		{"a final status", keyed, answer(404, 0)},
+		{"a 409 under a fresh key", State{Keyed: true, Fresh: true, Progress: Progress{Attempts: 1}, MaxAttempts: 5}, answer(409, 0)},
+		{"an unkeyed POST's 503", State{Progress: Progress{Attempts: 1}, MaxAttempts: 5}, answer(503, 0)},
+		{"a mismatched body", State{Keyed: true, Mismatch: true, Progress: Progress{Attempts: 1}, MaxAttempts: 5}, answer(503, 0)},
+		{"the caller's context ended", State{Keyed: true, CtxStop: "canceled", Progress: Progress{Attempts: 1}, MaxAttempts: 5}, Outcome{Err: reset}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := Decide(tc.s, tc.out)
+			if want.Verdict != Stop {
+				t.Fatalf("verdict %v, want a stop", want.Verdict)
+			}
+			for _, tm := range []Times{
+				{},
+				{Left: -time.Second, ByCaller: true},
+				{Left: time.Hour, MaxElapsed: time.Hour, MaxRetryAfter: time.Hour, AttemptTimeout: time.Second, Backoff: time.Minute, Held: time.Minute},
+			} {
+				s := tc.s
+				s.Time = tm
+				if got := Decide(s, tc.out); got != want {
+					t.Errorf("with %+v: %+v, want %+v", tm, got, want)
+				}
+			}
+		})
+	}
+}

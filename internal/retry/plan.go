@@ -10,7 +10,11 @@ import (
 // Plan is what one operation may do, fixed when it starts: its bounds, its
 // backoff, what its request allows, and what its retries are paid from.
 type Plan struct {
-	Start   time.Time // when the operation began: its cap runs from there
+	Start time.Time // when the operation began: its cap runs from there
+	// FirstAt is when the first attempt starts, when the driver has just
+	// read the clock for it (zero: the engine reads the clock). A driver
+	// that has done nothing since it read Start gives Start.
+	FirstAt time.Time
 	Bounds  Bounds
 	Backoff Backoff
 	Request Request

@@ -25,7 +25,8 @@ type Op struct {
 	held    bool    // the driver holds the latest attempt's answer
 	next    next
 	pay     payment
-	decided time.Time // when the latest decision was made
+	decided time.Time // when the latest decision was made; the attempt's start for one that could not retry
+	clock   time.Time // a reading of the clock nothing has come after since, for the next attempt; zero when none
 }
 
 // next is what the next attempt's Attempt says of the wait before it.
@@ -76,7 +77,7 @@ func (o *Op) Init(ctx context.Context, plan Plan, d Driver) {
 	if plan.Limit == nil {
 		plan.Limit = NoLimit
 	}
-	*o = Op{ctx: ctx, plan: plan, driver: d}
+	*o = Op{ctx: ctx, plan: plan, driver: d, clock: plan.FirstAt}
 	o.deadline = o.capAt()
 	if dl, ok := ctx.Deadline(); ok && dl.Before(o.deadline) {
 		o.deadline = dl
@@ -129,10 +130,15 @@ func (o *Op) Run() Result {
 			return o.end(Decision{Late: true}) // an earlier attempt answered
 		}
 
-		// Decide.
-		now := time.Now()
-		o.decided = now
-		d := Decide(o.state(now, out), out)
+		// Decide. An outcome that is not retried needs no new reading of
+		// the clock: Decide stops on it before it looks at the time, and the
+		// limit is paid back at the attempt's start (see Settle).
+		now, retryable := o.decided, o.retryable(out)
+		if retryable {
+			now = time.Now()
+			o.decided = now
+		}
+		d := Decide(o.state(now, out, retryable), out)
 		if d.Verdict == Stop {
 			o.rec.Refusal = d.Refusal
 			return o.end(d)
@@ -164,7 +170,11 @@ func (o *Op) Run() Result {
 // attempt makes the next attempt and returns its outcome, or superseded.
 func (o *Op) attempt() (Outcome, bool) {
 	o.rec.Attempts++
-	now := time.Now()
+	now := o.clock
+	if now.IsZero() {
+		now = time.Now()
+	}
+	o.clock, o.decided = time.Time{}, now
 	bound, capped := o.attemptBound(now)
 	limit := o.deadline.Sub(now) // how long the attempt may wait for its answer
 	if bound > 0 {
@@ -224,11 +234,24 @@ func (o *Op) attemptBound(now time.Time) (time.Duration, bool) {
 	return left, true
 }
 
+// retryable reports whether Decide may retry out, or must stop on it
+// whatever the time (see Decide): only then does a decision read the clock,
+// and draw what a wait needs.
+func (o *Op) retryable(out Outcome) bool {
+	r := o.plan.Request
+	if r.Mismatch || out.Class == NoAnswer && o.ctx.Err() != nil {
+		return false
+	}
+	reason, _ := Classify(r.Repeatable, r.Keyed, o.fresh(), out)
+	return reason != ""
+}
+
 // state is the operation as Decide sees it, at now, after an attempt that
 // came to out. What only a wait needs (the backoff's next draw, the host's
-// hold, the spreads' random numbers) is drawn only when out may be retried:
-// an answer that is final, the success path above all, draws nothing.
-func (o *Op) state(now time.Time, out Outcome) State {
+// hold, the spreads' random numbers) is drawn only when out may be retried
+// (retryable): an answer that is final, the success path above all, draws
+// nothing.
+func (o *Op) state(now time.Time, out Outcome, retryable bool) State {
 	r := o.plan.Request
 	s := State{
 		Repeatable: r.Repeatable, Keyed: r.Keyed, Fresh: o.fresh(),
@@ -238,7 +261,7 @@ func (o *Op) state(now time.Time, out Outcome) State {
 		Time:    o.times(),
 	}
 	s.Time.Left = o.deadline.Sub(now)
-	if reason, _ := Classify(s.Repeatable, s.Keyed, s.Fresh, out); reason == "" {
+	if !retryable {
 		return s
 	}
 	if !o.boSet {

@@ -57,7 +57,7 @@ func (o *Op) refund(now time.Time) {
 // predicate asked to retry, is no answer: the dependency is failing, whatever
 // the request or the predicate let the operation do about it. The limit is
 // paid at the latest decision's time, which the clock need not be read again
-// for.
+// for: the start of the latest attempt when its outcome was not retried.
 func (o *Op) Settle(out Outcome) {
 	if Answered(o.plan.Request.Keyed, o.fresh(), out) {
 		o.plan.Limit.Answered(o.decided, o.rec.Attempts, o.pay.paid)
@@ -97,7 +97,7 @@ func (o *Op) awaitTurn(d Decision, out Outcome) (Decision, Decision, bool) {
 			return d, Decision{}, true
 		}
 		o.rec.Skipped++
-		next := Decide(o.state(now, out), out)
+		next := Decide(o.state(now, out, o.retryable(out)), out)
 		if next.Verdict == Stop {
 			// The turns ran out (Stop "budget"), or the time did: the cap
 			// or the deadline ends the operation, a time-out as on any
@@ -179,11 +179,16 @@ func (o *Op) waitForHost() (Decision, bool) {
 	if !o.plan.Limit.Holds() {
 		return Decision{}, true
 	}
-	now := time.Now()
+	now := o.clock
+	if now.IsZero() {
+		now = time.Now()
+	}
 	until := o.plan.Limit.HeldUntil(o.plan.Host, now)
 	if until.IsZero() {
+		o.clock = now // the first attempt starts now
 		return Decision{}, true
 	}
+	o.clock = time.Time{}
 	h := until.Sub(now)
 	wait := h + spread(h, o.plan.Rand())
 	if !now.Add(wait).Before(o.deadline) {
