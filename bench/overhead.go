@@ -38,8 +38,9 @@ const overheadKey = "6f1c1f0e-8a8e-4c4e-9a43-2b1d3c4e5f60"
 
 // postPayment sends one POST through c and reads and closes the response. A
 // non-empty key is set on the request's Idempotency-Key header; a non-zero
-// deadline gives the request a context deadline that far ahead.
-func postPayment(ctx context.Context, c *http.Client, url, key string, deadline time.Duration) error {
+// deadline gives the request a context deadline that far ahead; extra are
+// more header fields, names and values in turn.
+func postPayment(ctx context.Context, c *http.Client, url, key string, deadline time.Duration, extra ...string) error {
 	if deadline > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, deadline)
@@ -52,6 +53,9 @@ func postPayment(ctx context.Context, c *http.Client, url, key string, deadline 
 	req.Header.Set("Content-Type", "application/json")
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		req.Header.Set(extra[i], extra[i+1])
 	}
 	resp, err := c.Do(req)
 	if err != nil {

@@ -2,9 +2,12 @@ package bench
 
 import (
 	"context"
+	"crypto/rand"
 	"math"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // BenchmarkOverhead measures the success path of every client stack against one
@@ -81,6 +84,57 @@ func BenchmarkOverheadPaired(b *testing.B) {
 			}
 			b.ReportMetric(float64(ta)/float64(tr), "idem/go-retryablehttp")
 		})
+	}
+}
+
+// BenchmarkOverheadWireCost measures, over loopback and with no retry layer
+// at all, what the headers idem's contract makes it send cost a request (the
+// server, in the same process, parses them): bare http.Client POSTs, with the
+// caller's constant Idempotency-Key, with a new random UUID key per request
+// (what idem generates for a POST with none), with 16 random bytes read and
+// the constant key (the random read alone), and with the constant key and
+// Prefer: wait=8 (what idem adds to a caller's key), every header set by the
+// caller. Each stack runs a batch in turn in every iteration, and the ratios
+// to bare are of their summed times, so that load from elsewhere weighs on
+// all of them alike:
+//
+//	go test -run '^$' -bench OverheadWireCost -count 6 -benchtime 3s
+func BenchmarkOverheadWireCost(b *testing.B) {
+	srv := newOverheadServer()
+	defer srv.Close()
+	var random [16]byte
+	variants := []struct {
+		name  string
+		key   func() string
+		extra []string
+	}{
+		{"bare", func() string { return "" }, nil},
+		{"key", func() string { return overheadKey }, nil},
+		{"new-uuid-key", uuid.NewString, nil},
+		{"random-read+key", func() string { _, _ = rand.Read(random[:]); return overheadKey }, nil},
+		{"key+prefer", func() string { return overheadKey }, []string{"Prefer", "wait=8"}},
+	}
+	stacks := make([]overheadStack, len(variants))
+	for i := range variants {
+		stacks[i] = newOverheadStack(OverheadContenders()[0], Loopback, OverheadCase{Deadline: ContextDeadline})
+		defer stacks[i].close()
+	}
+	ctx := context.Background()
+	took := make([]time.Duration, len(stacks))
+	for b.Loop() {
+		for i, s := range stacks {
+			v := variants[i]
+			t0 := time.Now()
+			for range 5 {
+				if err := postPayment(ctx, s.client, srv.URL, v.key(), s.deadline, v.extra...); err != nil {
+					b.Fatal(err)
+				}
+			}
+			took[i] += time.Since(t0)
+		}
+	}
+	for i := 1; i < len(stacks); i++ {
+		b.ReportMetric(float64(took[i])/float64(took[0]), variants[i].name+"/bare")
 	}
 }
 
