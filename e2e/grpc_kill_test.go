@@ -312,29 +312,10 @@ func TestGRPCServerKilledMidHandler(t *testing.T) {
 // setupGRPCKillPostgres makes the store's table and a payments table beside
 // it, both dropped when the test ends.
 func setupGRPCKillPostgres(t *testing.T) (string, func(string) int) {
+	pool, name := newPostgresPool(t, "e2e_grpc_kill_", 0, "_payments")
+	payments := pgx.Identifier{name + "_payments"}.Sanitize()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	pool, err := pgxpool.New(ctx, servicetest.PostgresURL())
-	if err == nil {
-		err = pool.Ping(ctx)
-	}
-	if err != nil {
-		if pool != nil {
-			pool.Close()
-		}
-		skipOrFail(t, fmt.Sprintf("PostgreSQL not reachable at %s (%v): start PostgreSQL there or set IDEM_POSTGRES_URL",
-			servicetest.PostgresURL(), err))
-	}
-	name := "e2e_grpc_kill_" + randomSuffix()
-	payments := pgx.Identifier{name + "_payments"}.Sanitize()
-	t.Cleanup(func() {
-		defer pool.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if _, err := pool.Exec(ctx, "DROP TABLE IF EXISTS "+pgx.Identifier{name}.Sanitize()+", "+payments); err != nil {
-			t.Errorf("dropping %s: %v", name, err)
-		}
-	})
 	if err := pgstore.New(pool, pgstore.WithTable(name)).Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -353,30 +334,7 @@ func setupGRPCKillPostgres(t *testing.T) (string, func(string) int) {
 // setupGRPCKillRedis picks a key prefix whose keys are deleted when the test
 // ends.
 func setupGRPCKillRedis(t *testing.T) (string, func(string) int) {
-	addr := servicetest.RedisAddr()
-	client := redis.NewClient(&redis.Options{Addr: addr})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := client.Ping(ctx).Err(); err != nil {
-		_ = client.Close()
-		skipOrFail(t, fmt.Sprintf("Redis not reachable at %s (%v): start redis-server there or set IDEM_REDIS_ADDR", addr, err))
-	}
-	prefix := "idem-e2e:grpc-kill:" + randomSuffix() + ":"
-	t.Cleanup(func() {
-		defer client.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		iter := client.Scan(ctx, 0, prefix+"*", 100).Iterator()
-		for iter.Next(ctx) {
-			if err := client.Del(ctx, iter.Val()).Err(); err != nil {
-				t.Errorf("deleting %s: %v", iter.Val(), err)
-				return
-			}
-		}
-		if err := iter.Err(); err != nil {
-			t.Errorf("listing the keys under %s: %v", prefix, err)
-		}
-	})
+	client, prefix := newRedisClient(t, "idem-e2e:grpc-kill:", 0)
 	return prefix, func(customer string) int {
 		n, err := client.Get(context.Background(), prefix+"payments:"+customer).Int()
 		if err != nil && !errors.Is(err, redis.Nil) {

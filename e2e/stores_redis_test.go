@@ -17,15 +17,25 @@ import (
 // keys are deleted when the test ends.
 func openRedis(t *testing.T) server.Store {
 	t.Helper()
+	client, prefix := newRedisClient(t, "idem-e2e:", 64)
+	return redisstore.New(client, redisstore.WithPrefix(prefix))
+}
+
+// newRedisClient returns a client of the test Redis with a pool of poolSize
+// connections (0: go-redis's default), or skips t (fails it in CI) when there is none, and a new key
+// prefix that begins with base. When the test ends, the keys under the prefix
+// are deleted and the client is closed.
+func newRedisClient(t *testing.T, base string, poolSize int) (*redis.Client, string) {
+	t.Helper()
 	addr := servicetest.RedisAddr()
-	client := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64})
+	client := redis.NewClient(&redis.Options{Addr: addr, PoolSize: poolSize})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := client.Ping(ctx).Err(); err != nil {
 		_ = client.Close()
 		skipOrFail(t, fmt.Sprintf("Redis not reachable at %s (%v): start redis-server there or set IDEM_REDIS_ADDR", addr, err))
 	}
-	prefix := "idem-e2e:" + randomSuffix() + ":"
+	prefix := base + randomSuffix() + ":"
 	t.Cleanup(func() {
 		defer client.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -41,5 +51,5 @@ func openRedis(t *testing.T) server.Store {
 			t.Errorf("listing the keys under %s: %v", prefix, err)
 		}
 	})
-	return redisstore.New(client, redisstore.WithPrefix(prefix))
+	return client, prefix
 }
