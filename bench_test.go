@@ -123,10 +123,10 @@ func BenchmarkTransport(b *testing.B) {
 // attempt itself so that the operation ends within its cap, with plain code:
 // context.WithCancelCause (2), a time.AfterFunc timer and its function (the
 // boundedAttempt that holds the cancel function and wraps the response body
-// is in attemptParts): 7. A generated key adds its string (newKey) and needs no Prefer on
-// its first attempt (no server can have it in progress): one more in all.
-// bench/ section 1 compares the same configurations with go-retryablehttp
-// over loopback.
+// is in attemptParts): 7. A generated key adds its string (newKey) and needs
+// no Prefer on its first attempt (no server can have it in progress): one
+// more in all. bench/ section 1 compares the same configurations with
+// go-retryablehttp over loopback.
 func TestHotPathAllocs(t *testing.T) {
 	resp := &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody}
 	next := roundTripFunc(func(*http.Request) (*http.Response, error) { return resp, nil })

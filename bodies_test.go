@@ -75,6 +75,45 @@ func TestBufferingStopsAtCancel(t *testing.T) {
 	})
 }
 
+// slowReader returns its data after sleeping d, once.
+type slowReader struct {
+	d    time.Duration
+	data string
+}
+
+func (r *slowReader) Read(p []byte) (int, error) {
+	if r.data == "" {
+		return 0, io.EOF
+	}
+	time.Sleep(r.d)
+	n := copy(p, r.data)
+	r.data = r.data[n:]
+	return n, nil
+}
+
+// TestBufferingCountsAgainstTheCap: the time spent buffering a body without
+// GetBody is the operation's, so the first attempt has only what is left
+// under the WithMaxElapsed cap: after 4 s of reading under a 10 s cap, it
+// asks the server to wait at most 5 s (Prefer: wait, 6 s less a tenth), not 9.
+func TestBufferingCountsAgainstTheCap(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var prefer string
+		next := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			prefer = r.Header.Get("Prefer")
+			_, _ = io.Copy(io.Discard, r.Body)
+			return &http.Response{StatusCode: http.StatusCreated, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+		})
+		req, _ := http.NewRequest(http.MethodPost, "http://x/payments", io.NopCloser(&slowReader{d: 4 * time.Second, data: "0123456789"}))
+		req.ContentLength = 10
+		req.Header.Set(headerKeyName, "k-1")
+		resp, err := NewTransport(next, WithMaxElapsed(10*time.Second)).RoundTrip(req)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		assert.Equal(t, "wait=5", prefer)
+	})
+}
+
 // TestStreamingBodySentOnce: a body without GetBody and of unknown length is a
 // stream: it goes out as it is, in one attempt that is not retried, even for
 // a keyed request, and the caller gets the response.

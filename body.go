@@ -93,6 +93,12 @@ func readContext(ctx context.Context, r io.ReadCloser, n int64) ([]byte, error) 
 	}
 }
 
+// readAhead reports whether newReplayBody read the body, or its start,
+// before any attempt: for as long as the reader took.
+func (rb *replayBody) readAhead() bool {
+	return rb.kind == bodyBuffered || rb.mismatch
+}
+
 // replayable reports whether the body can be sent more than once.
 func (rb *replayBody) replayable() bool {
 	return rb.kind != bodyOnce

@@ -87,7 +87,7 @@ func (o *operation) run(limit retry.Limit, rnd func() float64) (*http.Response, 
 	var err error
 	o.body, err = newReplayBody(o.ctx, o.req, cfg.bodyLimit, mayRetry)
 	plan.Request.Replayable, plan.Request.Mismatch = o.body.replayable(), o.body.mismatch
-	if o.body.kind != bodyBuffered && !o.body.mismatch {
+	if err == nil && !o.body.readAhead() {
 		plan.FirstAt = start // no body was read: the first attempt starts now
 	}
 	var op retry.Op

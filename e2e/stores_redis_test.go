@@ -22,9 +22,9 @@ func openRedis(t *testing.T) server.Store {
 }
 
 // newRedisClient returns a client of the test Redis with a pool of poolSize
-// connections (0: go-redis's default), or skips t (fails it in CI) when there is none, and a new key
-// prefix that begins with base. When the test ends, the keys under the prefix
-// are deleted and the client is closed.
+// connections (0: go-redis's default), or skips t (fails it in CI) when there
+// is none, and a new key prefix that begins with base. When the test ends, the
+// keys under the prefix are deleted and the client is closed.
 func newRedisClient(t *testing.T, base string, poolSize int) (*redis.Client, string) {
 	t.Helper()
 	addr := servicetest.RedisAddr()
